@@ -1,0 +1,155 @@
+/**
+ * The stop: SIGTERM and SIGCONT to every group of a shell's session, a
+ * zombie-aware wait for it to empty, then a bounded SIGKILL loop. Many
+ * shells stop together with one process-table scan per tick.
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { Limits } from "./Limits.js"
+import type { ProcessInfo, Signal } from "./ProcessTable.js"
+import { isGone, ProcessTable } from "./ProcessTable.js"
+
+/** What identifies a group corral started, and guards against PID reuse. */
+export interface StopTarget {
+  readonly pgid: number
+  readonly sid: number
+  /** Process-table time at or before the group's birth; older processes are never members. */
+  readonly startTime: number
+  /** `CORRAL_SHELL_ID` of the group, used to find processes that left the session. */
+  readonly shellId?: string | undefined
+}
+
+export interface StopReport {
+  readonly pgid: number
+  readonly signals: Readonly<Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>>
+  readonly escalated: boolean
+  readonly durationMs: number
+  /** Live processes when the stop began. */
+  readonly members: number
+  /** Pids still alive when the SIGKILL loop gave up (uninterruptible sleep, or no permission). */
+  readonly survivors: ReadonlyArray<number>
+  /** Pids that had left the session (`setsid`), found by their `CORRAL_SHELL_ID`. */
+  readonly escaped: ReadonlyArray<number>
+}
+
+export interface StopOptions {
+  readonly grace?: Duration.DurationInput | undefined
+}
+
+export const stopGroup = (target: StopTarget, options?: StopOptions) =>
+  Effect.map(stopGroups([target], options), (reports) => reports[0]!)
+
+export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
+  targets: ReadonlyArray<StopTarget>,
+  options?: StopOptions
+) {
+  const limits = yield* Limits
+  const grace = Duration.toMillis(options?.grace ?? limits.grace)
+  const members = yield* makeMembership(targets)
+  const began = yield* Clock.currentTimeMillis
+  const tally = targets.map(() => ({ SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }))
+  const escaped = targets.map(() => new Set<number>())
+  const signalAll = (live: Live, signal: Signal) =>
+    Effect.forEach(targets, (target, i) => signalTarget(target, live[i]!, signal, tally[i]!, escaped[i]!), { discard: true })
+
+  let live = yield* members
+  const initial = live.map((l) => l.length)
+  yield* signalAll(live, "SIGTERM")
+  yield* signalAll(live, "SIGCONT")
+  live = yield* pollUntilEmpty(members, began + grace)
+  const escalated = live.map((l) => l.length > 0)
+  const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
+  while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
+    yield* signalAll(live, "SIGKILL")
+    const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
+    live = yield* pollUntilEmpty(members, Math.min(nextRound, killUntil))
+  }
+  const durationMs = (yield* Clock.currentTimeMillis) - began
+  return targets.map((target, i): StopReport => ({
+    pgid: target.pgid,
+    signals: tally[i]!,
+    escalated: escalated[i]!,
+    durationMs,
+    members: initial[i]!,
+    survivors: live[i]!.map((p) => p.pid),
+    escaped: [...escaped[i]!]
+  }))
+})
+
+type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
+
+const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
+
+/** Polls with a short, growing pause (1, 2, 4, 8, 10 ms ...) so fast exits are seen fast. */
+const pollUntilEmpty = (members: Effect.Effect<Live>, deadline: number) =>
+  Effect.gen(function*() {
+    let pause = 1
+    let live = yield* members
+    while (isAnyAlive(live)) {
+      const now = yield* Clock.currentTimeMillis
+      if (now >= deadline) break
+      yield* Effect.sleep(Math.min(pause, deadline - now))
+      pause = Math.min(pause * 2, 10)
+      live = yield* members
+    }
+    return live
+  })
+
+/** Signals every group of the target's session, and each escaped process by pid. */
+const signalTarget = (
+  target: StopTarget,
+  live: ReadonlyArray<ProcessInfo>,
+  signal: Signal,
+  tally: Record<string, number>,
+  escaped: Set<number>
+) =>
+  Effect.gen(function*() {
+    const table = yield* ProcessTable
+    const groups = new Set<number>()
+    for (const p of live) {
+      if (p.sid === target.sid || p.pgid === target.pgid) {
+        groups.add(p.pgid)
+      } else {
+        escaped.add(p.pid)
+        tally[signal]! += (yield* table.signal(p.pid, signal)) ? 1 : 0
+      }
+    }
+    for (const pgid of groups) tally[signal]! += (yield* table.signal(-pgid, signal)) ? 1 : 0
+  })
+
+/**
+ * One scan of the table, split into each target's live members: its group,
+ * its session, and processes elsewhere that carry its `CORRAL_SHELL_ID`.
+ * A process born before the target is never a member: its group or session
+ * id is a recycled number, and signalling it would hit a stranger.
+ */
+const makeMembership = (targets: ReadonlyArray<StopTarget>) =>
+  Effect.map(ProcessTable, (table) => {
+    const byShellId = new Map(targets.flatMap((t, i) => (t.shellId ? [[t.shellId, i] as const] : [])))
+    const oldest = Math.min(...targets.map((t) => t.startTime))
+    const tags = new Map<string, Option.Option<string>>()
+    const tagOf = (p: ProcessInfo) => {
+      const key = `${p.pid}:${p.startTime}`
+      const known = tags.get(key)
+      if (known !== undefined) return Effect.succeed(known)
+      return Effect.tap(table.shellIdOf(p.pid), (tag) => tags.set(key, tag))
+    }
+    return Effect.gen(function*() {
+      const live: Array<Array<ProcessInfo>> = targets.map(() => [])
+      const bySession = new Map(targets.map((t, i) => [t.sid, i]))
+      const byGroup = new Map(targets.map((t, i) => [t.pgid, i]))
+      for (const p of yield* table.scan) {
+        if (isGone(p) || p.pid === process.pid) continue
+        const i = bySession.get(p.sid) ?? byGroup.get(p.pgid)
+        if (i !== undefined) {
+          if (p.startTime >= targets[i]!.startTime) live[i]!.push(p)
+        } else if (byShellId.size > 0 && p.startTime >= oldest) {
+          const j = Option.flatMap(yield* tagOf(p), (tag) => Option.fromNullable(byShellId.get(tag)))
+          if (Option.isSome(j) && p.startTime >= targets[j.value]!.startTime) live[j.value]!.push(p)
+        }
+      }
+      return live as Live
+    })
+  })

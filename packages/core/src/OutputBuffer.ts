@@ -1,0 +1,147 @@
+/**
+ * A byte-capped ring of output chunks. The oldest bytes are dropped (and
+ * counted) when the cap is reached; a cut never splits a UTF-8 character.
+ * Positions are absolute byte offsets since the shell started, so a reader's
+ * cursor stays valid however much was dropped in between.
+ */
+import * as Effect from "effect/Effect"
+import * as PubSub from "effect/PubSub"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+
+export type StreamName = "stdout" | "stderr"
+
+export interface OutputChunk {
+  readonly stream: StreamName
+  /** Absolute offset of the chunk's first byte. */
+  readonly offset: number
+  readonly bytes: Uint8Array
+}
+
+export interface OutputRead {
+  readonly text: string
+  /** Cursor for the next read. */
+  readonly cursor: number
+  /** Bytes that were dropped before this reader saw them. */
+  readonly dropped: number
+}
+
+export interface OutputBuffer {
+  readonly capacity: number
+  /** Appends synchronously; called from the pipe's data handler. */
+  readonly append: (stream: StreamName, bytes: Uint8Array) => void
+  /** Everything retained after `cursor`. */
+  readonly readSince: (cursor: number) => Effect.Effect<OutputRead>
+  /** The last `n` retained lines. */
+  readonly tail: (n: number) => Effect.Effect<OutputRead>
+  /** The retained chunks, each tagged with its stream. */
+  readonly chunks: Effect.Effect<ReadonlyArray<OutputChunk>>
+  /** Total bytes ever appended, and bytes dropped so far. */
+  readonly stats: Effect.Effect<{ readonly written: number; readonly dropped: number }>
+  /** New chunks as they arrive. Ends when `end` is called. */
+  readonly live: Effect.Effect<Stream.Stream<OutputChunk>, never, Scope.Scope>
+  /** Marks the output as complete: live streams end. */
+  readonly end: Effect.Effect<void>
+}
+
+const isContinuation = (b: number) => (b & 0xc0) === 0x80
+
+/** Index of the first byte at or after `from` that starts a character. */
+const charStart = (bytes: Uint8Array, from: number) => {
+  let i = from
+  while (i < bytes.length && i - from < 4 && isContinuation(bytes[i]!)) i++
+  return i
+}
+
+/** Length of `bytes` without a trailing, still incomplete character. */
+const completeLength = (bytes: Uint8Array) => {
+  let i = bytes.length - 1
+  while (i >= 0 && bytes.length - i <= 4 && isContinuation(bytes[i]!)) i--
+  if (i < 0) return bytes.length
+  const lead = bytes[i]!
+  const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1
+  return bytes.length - i < need ? i : bytes.length
+}
+
+export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
+  Effect.map(PubSub.unbounded<OutputChunk | null>(), (hub) => {
+    const ring: Array<OutputChunk> = []
+    let head = 0 // index of the oldest chunk in `ring`
+    let start = 0 // absolute offset of the oldest retained byte
+    let end = 0 // absolute offset after the newest byte
+    let ended = false
+
+    const dropTo = (target: number) => {
+      while (head < ring.length && ring[head]!.offset + ring[head]!.bytes.length <= target) head++
+      const first = ring[head]
+      if (first !== undefined && first.offset < target) {
+        const cut = charStart(first.bytes, target - first.offset)
+        ring[head] = { ...first, offset: first.offset + cut, bytes: first.bytes.subarray(cut) }
+      }
+      start = ring[head]?.offset ?? end
+      if (head > 1024 && head * 2 > ring.length) ring.splice(0, head), (head = 0)
+    }
+
+    const append = (stream: StreamName, bytes: Uint8Array) => {
+      if (bytes.length === 0 || ended) return
+      const chunk = { stream, offset: end, bytes }
+      ring.push(chunk)
+      end += bytes.length
+      if (end - start > capacity) dropTo(end - capacity)
+      Effect.runSync(PubSub.publish(hub, chunk))
+    }
+
+    const bytesFrom = (from: number): Uint8Array => {
+      const parts: Array<Uint8Array> = []
+      for (let i = head; i < ring.length; i++) {
+        const c = ring[i]!
+        if (c.offset + c.bytes.length <= from) continue
+        parts.push(c.offset < from ? c.bytes.subarray(from - c.offset) : c.bytes)
+      }
+      return Buffer.concat(parts)
+    }
+
+    const readSince = (cursor: number) =>
+      Effect.sync((): OutputRead => {
+        const from = Math.max(cursor, start)
+        const bytes = bytesFrom(from)
+        // hold back a character still being written, unless the output ended
+        const length = ended ? bytes.length : completeLength(bytes)
+        return {
+          text: Buffer.from(bytes.buffer, bytes.byteOffset, length).toString("utf8"),
+          cursor: from + length,
+          dropped: Math.max(0, start - cursor)
+        }
+      })
+
+    const tail = (n: number) =>
+      Effect.map(readSince(0), (all): OutputRead => {
+        const body = all.text.endsWith("\n") ? all.text.slice(0, -1) : all.text
+        let at = body.length
+        for (let i = 0; i < n && at > 0; i++) at = body.lastIndexOf("\n", at - 1)
+        const text = at <= 0 ? all.text : all.text.slice(at + 1)
+        return { text, cursor: all.cursor, dropped: 0 }
+      })
+
+    return {
+      capacity,
+      append,
+      readSince,
+      tail,
+      chunks: Effect.sync(() => ring.slice(head)),
+      stats: Effect.sync(() => ({ written: end, dropped: start })),
+      live: Effect.suspend(() =>
+        ended
+          ? Effect.succeed(Stream.empty)
+          : Effect.map(
+            PubSub.subscribe(hub),
+            (queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null))
+          )
+      ),
+      end: Effect.suspend(() => {
+        if (ended) return Effect.void
+        ended = true
+        return PubSub.publish(hub, null)
+      })
+    }
+  })

@@ -1,0 +1,203 @@
+/**
+ * A command running in a new session and process group, held as a scoped
+ * resource: closing the scope stops the whole group, whatever the leader did.
+ */
+import { spawn as spawnChild } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
+import * as GroupStop from "./GroupStop.js"
+import { Limits } from "./Limits.js"
+import * as OutputBuffer from "./OutputBuffer.js"
+import { ProcessTable } from "./ProcessTable.js"
+
+export interface SpawnSpec {
+  /** A shell command line (run with `shell -c`), or an argv run without a shell. */
+  readonly command: string | ReadonlyArray<string>
+  /** Default `/bin/sh`. */
+  readonly shell?: string | undefined
+  readonly cwd?: string | undefined
+  /** Added to (and overriding) the supervisor's environment. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** Tag carried as `CORRAL_SHELL_ID` by every process of the group. Generated when absent. */
+  readonly shellId?: string | undefined
+  /** `pipe` (default) captures output and gives no stdin; `inherit` passes all three through. */
+  readonly stdio?: "pipe" | "inherit" | undefined
+}
+
+export type ExitStatus =
+  | { readonly _tag: "Exited"; readonly code: number }
+  | { readonly _tag: "Signaled"; readonly signal: NodeJS.Signals }
+
+export class EmptyCommand extends Data.TaggedError("EmptyCommand")<{}> {
+  override get message() {
+    return "the command is empty: pass the command line to run, for example `npm run dev`"
+  }
+}
+
+export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{ readonly command: string; readonly reason: string }> {
+  override get message() {
+    return `invalid command ${JSON.stringify(this.command.slice(0, 200))}: ${this.reason}`
+  }
+}
+
+export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{ readonly cwd: string; readonly reason: "missing" | "not-a-directory" }> {
+  override get message() {
+    return this.reason === "missing"
+      ? `working directory ${this.cwd} does not exist: create it or pass an existing directory`
+      : `working directory ${this.cwd} is not a directory: pass a directory`
+  }
+}
+
+export class SpawnError extends Data.TaggedError("SpawnError")<{ readonly file: string; readonly code: string; readonly cause: unknown }> {
+  override get message() {
+    const why = this.code === "ENOENT"
+      ? "not found: check the name and PATH"
+      : this.code === "EACCES"
+      ? "permission denied: check that it is executable"
+      : `spawn failed (${this.code})`
+    return `cannot run ${this.file}: ${why}`
+  }
+}
+
+export type ProcessGroupError = EmptyCommand | InvalidCommand | InvalidCwd | SpawnError
+
+export interface ProcessGroup {
+  readonly shellId: string
+  /** The leader's pid, which is also the group and session id. */
+  readonly pid: number
+  /** The leader's start time in process-table units, when it could be read. */
+  readonly leaderStartTime: number | undefined
+  readonly target: StopTarget
+  readonly output: OutputBuffer.OutputBuffer
+  readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
+  readonly awaitExit: Effect.Effect<ExitStatus>
+  /** Stops the group; concurrent and repeated calls share the first stop's report. */
+  readonly stop: (options?: StopOptions) => Effect.Effect<StopReport, never, ProcessTable | Limits>
+  readonly stopReport: Effect.Effect<Option.Option<StopReport>>
+}
+
+interface StopState {
+  claimed: boolean
+  readonly report: Deferred.Deferred<StopReport>
+  readonly release: () => Effect.Effect<void>
+}
+
+const stopStates = new WeakMap<ProcessGroup, StopState>()
+
+export const generateShellId = (): string => `corral-${randomBytes(6).toString("hex")}`
+
+const validate = (spec: SpawnSpec) =>
+  Effect.gen(function*() {
+    const parts = typeof spec.command === "string" ? [spec.command] : spec.command
+    if (parts.length === 0 || parts[0]!.trim() === "") return yield* new EmptyCommand()
+    const withNul = parts.find((p) => p.includes("\0"))
+    if (withNul !== undefined) {
+      return yield* new InvalidCommand({ command: withNul, reason: "it contains a NUL byte, which no process can receive: remove it" })
+    }
+    if (spec.cwd !== undefined) {
+      const stat = fs.statSync(spec.cwd, { throwIfNoEntry: false })
+      if (stat === undefined) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "missing" })
+      if (!stat.isDirectory()) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "not-a-directory" })
+    }
+  })
+
+const startChild = (spec: SpawnSpec, shellId: string) =>
+  Effect.async<ChildProcess, SpawnError>((resume) => {
+    const [file, args] = typeof spec.command === "string"
+      ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
+      : [spec.command[0]!, spec.command.slice(1)]
+    const child = spawnChild(file, args, {
+      cwd: spec.cwd,
+      env: { ...process.env, ...spec.env, CORRAL_SHELL_ID: shellId },
+      // a new session and group: the whole tree can be signalled, and job
+      // control groups stay findable by session id
+      detached: true,
+      stdio: spec.stdio === "inherit" ? "inherit" : ["ignore", "pipe", "pipe"]
+    })
+    const onError = (cause: NodeJS.ErrnoException) => resume(Effect.fail(new SpawnError({ file, code: cause.code ?? "UNKNOWN", cause })))
+    child.once("error", onError)
+    child.once("spawn", () => {
+      child.off("error", onError)
+      resume(Effect.succeed(child))
+    })
+  })
+
+const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): ExitStatus =>
+  signal !== null ? { _tag: "Signaled", signal } : { _tag: "Exited", code: code ?? 0 }
+
+/** Spawns `spec` in a new group; closing the scope stops the group. */
+export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
+  yield* validate(spec)
+  const table = yield* ProcessTable
+  const limits = yield* Limits
+  const shellId = spec.shellId ?? generateShellId()
+  const bornAfter = (yield* table.now) - 1
+  const output = yield* OutputBuffer.make(limits.bufferBytes)
+  const exit = yield* Deferred.make<ExitStatus>()
+  const closed = yield* Deferred.make<void>()
+  const child = yield* Effect.acquireRelease(startChild(spec, shellId), (child) =>
+    Effect.sync(() => {
+      child.stdout?.destroy()
+      child.stderr?.destroy()
+      child.removeAllListeners()
+    }))
+  child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
+  child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
+  child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
+  // `close` waits for every holder of the pipes; only output completeness depends on it
+  child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
+  const pid = child.pid!
+  const leader = yield* table.lookup(pid)
+  const group: ProcessGroup = {
+    shellId,
+    pid,
+    leaderStartTime: Option.getOrUndefined(Option.map(leader, (p) => p.startTime)),
+    target: { pgid: pid, sid: pid, startTime: bornAfter, shellId },
+    output,
+    exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
+    awaitExit: Deferred.await(exit),
+    stop: (options) => stopAll([group], options).pipe(Effect.map((reports) => reports[0]!)),
+    stopReport: Effect.flatMap(Effect.sync(() => stopStates.get(group)!.report), Deferred.poll).pipe(
+      Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
+    )
+  }
+  stopStates.set(group, {
+    claimed: false,
+    report: yield* Deferred.make<StopReport>(),
+    // once the group is empty, give the pipes a moment to drain what the
+    // dead wrote, then end the output whatever still holds them
+    release: () => Deferred.await(closed).pipe(Effect.timeout(Duration.millis(200)), Effect.ignore, Effect.zipRight(output.end))
+  })
+  yield* Effect.forkScoped(Deferred.await(closed).pipe(Effect.zipRight(output.end)))
+  yield* Effect.addFinalizer(() => group.stop())
+  return group
+})
+
+/**
+ * Stops many groups at once, sharing one process-table scan per tick.
+ * A group already being stopped is awaited, not stopped twice.
+ */
+export const stopAll = (
+  groups: ReadonlyArray<ProcessGroup>,
+  options?: StopOptions
+): Effect.Effect<ReadonlyArray<StopReport>, never, ProcessTable | Limits> =>
+  Effect.uninterruptible(Effect.gen(function*() {
+    const states = groups.map((g) => stopStates.get(g)!)
+    const mine = groups.filter((_, i) => !states[i]!.claimed)
+    for (const g of mine) stopStates.get(g)!.claimed = true
+    if (mine.length > 0) {
+      const reports = yield* GroupStop.stopGroups(mine.map((g) => g.target), options)
+      yield* Effect.forEach(mine, (g, i) => {
+        const state = stopStates.get(g)!
+        return Effect.zipRight(state.release(), Deferred.succeed(state.report, reports[i]!))
+      }, { concurrency: "unbounded", discard: true })
+    }
+    return yield* Effect.forEach(states, (s) => Deferred.await(s.report))
+  }))

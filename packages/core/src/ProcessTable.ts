@@ -1,0 +1,138 @@
+/**
+ * The process table: who is alive, in which group and session, since when.
+ * Also the only place that sends signals, so a test layer can script both.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import { isGone } from "./internal/procStat.js"
+import * as ProcLinux from "./internal/procLinux.js"
+import * as ProcPs from "./internal/procPs.js"
+
+export interface ProcessInfo {
+  readonly pid: number
+  readonly ppid: number
+  readonly pgid: number
+  readonly sid: number
+  /** One-letter kernel state: R, S, D, T, Z, X, ... */
+  readonly state: string
+  readonly threads: number
+  /** Clock ticks since boot, as in field 22 of `/proc/<pid>/stat`. */
+  readonly startTime: number
+  readonly comm: string
+}
+
+export type Signal = "SIGTERM" | "SIGCONT" | "SIGKILL" | "SIGINT" | "SIGHUP" | "SIGSTOP"
+
+export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<ProcessTable, {
+  /** Every process the table can see, zombies included. */
+  readonly scan: Effect.Effect<ReadonlyArray<ProcessInfo>>
+  /** One process, without scanning the rest. */
+  readonly lookup: (pid: number) => Effect.Effect<Option.Option<ProcessInfo>>
+  /** The `CORRAL_SHELL_ID` a process carries, when it can be read. */
+  readonly shellIdOf: (pid: number) => Effect.Effect<Option.Option<string>>
+  /** Now, in the same unit as `ProcessInfo.startTime`. */
+  readonly now: Effect.Effect<number>
+  /**
+   * Sends a signal to a process (`target > 0`) or a group (`target < 0`).
+   * Refuses |target| <= 1 and corral's own process and group. Returns whether
+   * the kernel accepted it (false on ESRCH).
+   */
+  readonly signal: (target: number, signal: Signal) => Effect.Effect<boolean>
+}>() {
+  /** Reads `/proc`; Linux only. */
+  static readonly layerLinux: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () =>
+    ProcessTable.of({
+      scan: Effect.sync(ProcLinux.scan),
+      lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
+      shellIdOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.shellIdOf(pid))),
+      now: Effect.sync(ProcLinux.now),
+      signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+    }))
+
+  /** Uses `ps(1)`, for systems without `/proc`. Threads are not visible and count as 1. */
+  static readonly layerPs: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () =>
+    ProcessTable.of({
+      scan: Effect.sync(ProcPs.scan),
+      lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
+      shellIdOf: () => Effect.succeed(Option.none()),
+      now: Effect.sync(ProcPs.now),
+      signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+    }))
+
+  /** `/proc` where it exists, `ps` elsewhere. */
+  static readonly layer: Layer.Layer<ProcessTable> = Layer.suspend(() =>
+    ProcLinux.available() ? ProcessTable.layerLinux : ProcessTable.layerPs
+  )
+
+  /**
+   * A scripted table. Tests mutate `processes` and read `signals`; signals
+   * have no effect unless `onSignal` applies one.
+   */
+  static readonly layerTest = (script: TestScript): Layer.Layer<ProcessTable> =>
+    Layer.succeed(ProcessTable, ProcessTable.of({
+      scan: Ref.get(script.processes),
+      lookup: (pid) => Effect.map(Ref.get(script.processes), (ps) => Option.fromNullable(ps.find((p) => p.pid === pid))),
+      shellIdOf: (pid) => Effect.succeed(Option.fromNullable(script.shellIds?.get(pid))),
+      now: Ref.get(script.now),
+      signal: (target, signal) =>
+        Math.abs(target) <= 1
+          ? Effect.succeed(false)
+          : Ref.update(script.signals, (all) => [...all, { target, signal }]).pipe(
+            Effect.zipRight(script.onSignal?.(target, signal) ?? Effect.void),
+            Effect.zipRight(Ref.get(script.processes)),
+            Effect.map((ps) => ps.some((p) => (target < 0 ? p.pgid === -target : p.pid === target)))
+          )
+    }))
+}
+
+export interface TestScript {
+  readonly processes: Ref.Ref<ReadonlyArray<ProcessInfo>>
+  readonly signals: Ref.Ref<ReadonlyArray<{ readonly target: number; readonly signal: Signal }>>
+  readonly now: Ref.Ref<number>
+  readonly shellIds?: Map<number, string>
+  readonly onSignal?: (target: number, signal: Signal) => Effect.Effect<void>
+}
+
+export const makeTestScript = (
+  processes: ReadonlyArray<ProcessInfo> = [],
+  options: Pick<TestScript, "shellIds" | "onSignal"> = {}
+): Effect.Effect<TestScript> =>
+  Effect.all({
+    processes: Ref.make(processes),
+    signals: Ref.make<TestScript["signals"] extends Ref.Ref<infer A> ? A : never>([]),
+    now: Ref.make(0)
+  }).pipe(Effect.map((refs) => ({ ...refs, ...options })))
+
+/** Live members of a group, zombies excluded. */
+export const groupMembers = (table: ReadonlyArray<ProcessInfo>, pgid: number) =>
+  table.filter((p) => p.pgid === pgid && !isGone(p))
+
+/** Live members of a session, zombies excluded. */
+export const sessionMembers = (table: ReadonlyArray<ProcessInfo>, sid: number) =>
+  table.filter((p) => p.sid === sid && !isGone(p))
+
+export { isGone }
+
+const ownGroup = (() => {
+  try {
+    return ProcLinux.available() ? ProcLinux.read(process.pid)?.pgid : undefined
+  } catch {
+    return undefined
+  }
+})()
+
+const sendSignal = (target: number, signal: Signal): boolean => {
+  if (!Number.isSafeInteger(target) || Math.abs(target) <= 1) return false
+  if (target === process.pid || target === -process.pid || (ownGroup !== undefined && target === -ownGroup)) {
+    return false
+  }
+  try {
+    process.kill(target, signal)
+    return true
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,6 @@
+export * as DurationInput from "./DurationInput.js"
+export * as GroupStop from "./GroupStop.js"
+export * from "./Limits.js"
+export * as OutputBuffer from "./OutputBuffer.js"
+export * as ProcessGroup from "./ProcessGroup.js"
+export * from "./ProcessTable.js"
