@@ -1,0 +1,410 @@
+/**
+ * The registry of background shells: ids, limits, lifetime, retention,
+ * events and ownership. Releasing the layer stops every shell; a watcher
+ * process and a journal stop them when the supervisor dies without that.
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberMap from "effect/FiberMap"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { StopReport } from "./GroupStop.js"
+import * as Journal from "./Journal.js"
+import { Limits } from "./Limits.js"
+import type { ExitStatus, ProcessGroupError, SpawnSpec } from "./ProcessGroup.js"
+import * as ProcessGroup from "./ProcessGroup.js"
+import type { OutputChunk } from "./OutputBuffer.js"
+import { groupMembers, ProcessTable } from "./ProcessTable.js"
+import * as StateDir from "./StateDir.js"
+import * as Watcher from "./internal/watcher.js"
+import * as ShellOutput from "./internal/shellOutput.js"
+
+/** Who ended a shell that corral stopped. */
+export type StopCause = "request" | "lifetime" | "shutdown"
+
+export type ShellStatus =
+  | { readonly _tag: "Running" }
+  /** The leader exited but members of its group still run. */
+  | { readonly _tag: "Lingering"; readonly exit: ExitStatus; readonly members: number }
+  | { readonly _tag: "Stopping"; readonly by: StopCause }
+  | { readonly _tag: "Exited"; readonly code: number }
+  /** `by` is absent when the signal came from outside corral. */
+  | { readonly _tag: "Killed"; readonly signal: string; readonly by?: StopCause | undefined }
+  | { readonly _tag: "FailedToStart"; readonly error: string }
+
+export const isActive = (status: ShellStatus) =>
+  status._tag === "Running" || status._tag === "Lingering" || status._tag === "Stopping"
+
+export interface ShellInfo {
+  readonly id: string
+  /** `CORRAL_SHELL_ID` of its processes, unique across supervisors: `<supervisor pid>:<id>`. */
+  readonly tag: string
+  readonly pid: number
+  readonly command: string
+  readonly cwd: string
+  readonly name?: string | undefined
+  readonly owner: string
+  /** Epoch milliseconds (the registry's `Clock`). */
+  readonly startedAt: number
+  readonly endedAt?: number | undefined
+  readonly status: ShellStatus
+}
+
+export type ShellEvent =
+  | { readonly _tag: "Started"; readonly info: ShellInfo }
+  | { readonly _tag: "Exited"; readonly info: ShellInfo }
+  | { readonly _tag: "Killed"; readonly info: ShellInfo; readonly report: StopReport }
+  | { readonly _tag: "Dropped"; readonly id: string }
+
+export type OutputMode = "new" | "tail" | "all"
+
+export interface OutputOptions {
+  /** `new` (default): what arrived since this reader's last read. */
+  readonly mode?: OutputMode | undefined
+  /** Lines for `tail` mode. */
+  readonly lines?: number | undefined
+  /** Keep only lines matching this pattern. */
+  readonly filter?: string | undefined
+  /** Wait until a new line matches, the shell ends, or `waitMs` passes. */
+  readonly waitFor?: string | undefined
+  readonly waitMs?: number | undefined
+  /** Cursor owner for `new` mode; readers do not steal each other's output. */
+  readonly reader?: string | undefined
+}
+
+export interface OutputResult {
+  readonly text: string
+  readonly info: ShellInfo
+  /** Bytes dropped from the buffer before this reader saw them. */
+  readonly dropped: number
+  /** With `waitFor`: which came first. */
+  readonly waited?: "matched" | "exited" | "timeout" | undefined
+}
+
+export class UnknownShell extends Data.TaggedError("UnknownShell")<{ readonly id: string; readonly known: ReadonlyArray<string> }> {
+  override get message() {
+    const known = this.known.length === 0 ? "there are no shells" : `known ids: ${this.known.join(", ")}`
+    return `no shell with id "${this.id}" (${known}). Ids belong to the process that started them, and a shell is dropped 30 min after it ends.`
+  }
+}
+
+export class TooManyShells extends Data.TaggedError("TooManyShells")<{ readonly limit: number; readonly running: ReadonlyArray<ShellInfo> }> {
+  override get message() {
+    const list = this.running.map((s) => `${s.id} (${s.command.slice(0, 60)})`).join(", ")
+    return `${this.limit} shells are already running, the limit: ${list}. Stop one you no longer need with kill, then start again.`
+  }
+}
+
+export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string; readonly owner: string; readonly caller: string }> {
+  override get message() {
+    return `shell ${this.id} belongs to "${this.owner}", not "${this.caller}": only its owner can stop it`
+  }
+}
+
+export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{ readonly pattern: string; readonly reason: string }> {
+  override get message() {
+    return `invalid regular expression ${JSON.stringify(this.pattern)}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
+  }
+}
+
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{ readonly option: string; readonly value: unknown; readonly expected: string }> {
+  override get message() {
+    return `invalid ${this.option}: ${JSON.stringify(this.value)}; expected ${this.expected}`
+  }
+}
+
+export class RegistryClosed extends Data.TaggedError("RegistryClosed")<{}> {
+  override get message() {
+    return "the shell registry is shutting down: no new shell can start"
+  }
+}
+
+export type StartError = ProcessGroupError | TooManyShells | RegistryClosed
+
+export interface StartOptions {
+  readonly owner: string
+  readonly name?: string | undefined
+}
+
+export interface RegistryOptions {
+  /** Shown by `corral ls`; default: the program's name. */
+  readonly name?: string | undefined
+  /** Watcher process and journal; default on. */
+  readonly crashSafety?: boolean | undefined
+  /** Default: `StateDir.resolve`. */
+  readonly stateDir?: string | undefined
+}
+
+export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<ShellRegistry, {
+  readonly start: (spec: SpawnSpec, options: StartOptions) => Effect.Effect<ShellInfo, StartError>
+  readonly output: (id: string, options?: OutputOptions) => Effect.Effect<OutputResult, UnknownShell | InvalidPattern | InvalidOption>
+  readonly kill: (id: string, options: { readonly owner: string }) => Effect.Effect<StopReport, UnknownShell | NotOwner>
+  readonly info: (id: string) => Effect.Effect<ShellInfo, UnknownShell>
+  readonly list: Effect.Effect<ReadonlyArray<ShellInfo>>
+  /** Live chunks of one shell's output, ending when its output ends. */
+  readonly follow: (id: string) => Effect.Effect<Stream.Stream<OutputChunk>, UnknownShell, Scope.Scope>
+  /** Lifecycle events; each subscriber sees each shell's events in order. */
+  readonly events: Stream.Stream<ShellEvent>
+  /** Subscribes now, so no event after this point is missed. */
+  readonly subscribe: Effect.Effect<Stream.Stream<ShellEvent>, never, Scope.Scope>
+  /** This supervisor's identity, as recorded in its journal. */
+  readonly supervisor: Journal.Supervisor
+  readonly stateDir: string
+}>() {
+  static readonly layer = (options: RegistryOptions = {}) => Layer.scoped(ShellRegistry, make(options))
+
+  /** Limits from the environment (see `Limits.layerConfig`), the process table for this platform. */
+  static readonly layerConfig = (options: RegistryOptions = {}) =>
+    ShellRegistry.layer(options).pipe(Layer.provide(Layer.mergeAll(Limits.layerConfig(), ProcessTable.layer)))
+}
+
+interface Shell {
+  readonly id: string
+  readonly group: ProcessGroup.ProcessGroup
+  readonly scope: Scope.CloseableScope
+  readonly base: Omit<ShellInfo, "status" | "endedAt">
+  readonly status: Ref.Ref<ShellStatus>
+  readonly endedAt: Ref.Ref<number | undefined>
+  /** Completed once the shell has settled into a final status. */
+  readonly settled: Deferred.Deferred<void>
+  readonly cursors: Map<string, number>
+}
+
+const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions) {
+  const limits = yield* Limits
+  const table = yield* ProcessTable
+  const context = yield* Effect.context<ProcessTable | Limits>()
+  const shells = new Map<string, Shell>()
+  const lifecycles = yield* FiberMap.make<string>()
+  const hub = yield* PubSub.unbounded<ShellEvent>()
+  // a shell's final status and its event, and a drop and its event, are
+  // published together, so every subscriber sees each shell's events in order
+  const eventLock = yield* Effect.makeSemaphore(1)
+  // starts hold one permit; shutdown takes them all, so it waits for starts in flight
+  const startPermits = limits.maxShells * 4
+  const gate = yield* Effect.makeSemaphore(startPermits)
+  let closing = false
+  let counter = 0
+
+  const supervisor = yield* supervisorIdentity(options)
+  const stateDir = options.stateDir ?? (yield* StateDir.resolve)
+  const crashSafe = options.crashSafety !== false
+  if (crashSafe) {
+    yield* StateDir.ensure(stateDir)
+    yield* Journal.reapDead(stateDir)
+  }
+  const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
+  const journalLock = yield* Effect.makeSemaphore(1)
+
+  const infoOf = (shell: Shell) =>
+    Effect.map(Effect.all([Ref.get(shell.status), Ref.get(shell.endedAt)]), ([status, endedAt]): ShellInfo => ({
+      ...shell.base,
+      status,
+      endedAt
+    }))
+
+  const writeJournal = journalLock.withPermits(1)(Effect.gen(function*() {
+    if (!crashSafe) return
+    const live = yield* Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), isActive))
+    yield* Journal.write(stateDir, { version: 1, supervisor, shells: live.map(journalShell) })
+  }))
+
+  const lookup = (id: string) =>
+    Effect.suspend(() => {
+      const shell = shells.get(id)
+      return shell === undefined ? Effect.fail(new UnknownShell({ id, known: [...shells.keys()] })) : Effect.succeed(shell)
+    })
+
+  const dropped = (shell: Shell) =>
+    eventLock.withPermits(1)(Effect.suspend(() =>
+      shells.delete(shell.id) ? PubSub.publish(hub, { _tag: "Dropped", id: shell.id }) : Effect.void
+    ))
+
+  /** Drops finished shells, oldest first, until one more fits under the cap. */
+  const makeRoom = Effect.gen(function*() {
+    const finished = yield* Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), (st) => !isActive(st)))
+    const excess = shells.size + 1 - limits.maxShells
+    for (const shell of finished.slice(0, Math.max(0, excess))) {
+      yield* dropped(shell)
+      yield* FiberMap.remove(lifecycles, shell.id)
+    }
+  })
+
+  const markStopping = (shell: Shell, by: StopCause) =>
+    Ref.update(shell.status, (s): ShellStatus => (s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Stopping", by } : s))
+
+  /**
+   * Moves the shell to its final status once, whoever gets here first: a
+   * shell marked as stopping was killed by corral, any other simply ended.
+   */
+  const settle = (shell: Shell, report: StopReport) =>
+    eventLock.withPermits(1)(Effect.gen(function*() {
+      const current = yield* Ref.get(shell.status)
+      if (!isActive(current)) return
+      const exit = yield* shell.group.exitStatus
+      const signal = Option.isSome(exit) && exit.value._tag === "Signaled" ? exit.value.signal : undefined
+      const final: ShellStatus = current._tag === "Stopping"
+        ? { _tag: "Killed", signal: signal ?? (report.escalated ? "SIGKILL" : "SIGTERM"), by: current.by }
+        : signal !== undefined
+        ? { _tag: "Killed", signal }
+        : { _tag: "Exited", code: Option.isSome(exit) && exit.value._tag === "Exited" ? exit.value.code : 0 }
+      yield* Ref.set(shell.status, final)
+      yield* Ref.set(shell.endedAt, yield* Clock.currentTimeMillis)
+      const info = yield* infoOf(shell)
+      yield* PubSub.publish(hub, current._tag === "Stopping" ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
+      yield* Deferred.succeed(shell.settled, undefined)
+    })).pipe(
+      Effect.zipRight(Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.remove(shell.group.pid) })),
+      Effect.zipRight(writeJournal)
+    )
+
+  const stop = (shell: Shell) =>
+    Effect.flatMap(shell.group.stop(), (report) => Effect.as(settle(shell, report), report)).pipe(Effect.provide(context))
+
+  /** Leader exit, then an empty group: the shell's natural end. */
+  const naturalEnd = (shell: Shell) =>
+    Effect.gen(function*() {
+      const exit = yield* shell.group.awaitExit
+      let members = groupMembers(yield* table.scan, shell.group.pid).length
+      while (members > 0) {
+        yield* Ref.update(shell.status, (s): ShellStatus =>
+          s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Lingering", exit, members } : s
+        )
+        yield* Effect.sleep(Duration.seconds(1))
+        members = groupMembers(yield* table.scan, shell.group.pid).length
+      }
+    })
+
+  const lifecycle = (shell: Shell) =>
+    Effect.gen(function*() {
+      const ended = yield* Effect.race(
+        Effect.as(naturalEnd(shell), true),
+        Effect.as(Effect.sleep(limits.lifetime), false)
+      )
+      if (!ended) yield* markStopping(shell, "lifetime")
+      yield* stop(shell)
+      yield* Scope.close(shell.scope, Exit.void)
+      yield* Effect.sleep(limits.retention)
+      yield* dropped(shell)
+    })
+
+  const start = Effect.fn("ShellRegistry.start")(function*(spec: SpawnSpec, startOptions: StartOptions) {
+    if (closing) return yield* new RegistryClosed()
+    return yield* gate.withPermits(1)(Effect.gen(function*() {
+      if (closing) return yield* new RegistryClosed()
+      yield* makeRoom
+      if (shells.size >= limits.maxShells) {
+        return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.values(), infoOf) })
+      }
+      const id = `s${++counter}`
+      const tag = `${supervisor.pid}:${id}`
+      const scope = yield* Scope.make()
+      const group = yield* ProcessGroup.spawn({ ...spec, shellId: tag }).pipe(
+        Scope.extend(scope),
+        Effect.tapError(() => Scope.close(scope, Exit.void))
+      )
+      const shell: Shell = {
+        id,
+        group,
+        scope,
+        base: {
+          id,
+          tag,
+          pid: group.pid,
+          command: typeof spec.command === "string" ? spec.command : spec.command.join(" "),
+          cwd: spec.cwd ?? process.cwd(),
+          name: startOptions.name,
+          owner: startOptions.owner,
+          startedAt: yield* Clock.currentTimeMillis
+        },
+        status: yield* Ref.make<ShellStatus>({ _tag: "Running" }),
+        endedAt: yield* Ref.make<number | undefined>(undefined),
+        settled: yield* Deferred.make<void>(),
+        cursors: new Map()
+      }
+      shells.set(id, shell)
+      yield* Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.add(group.target) })
+      yield* writeJournal
+      const info = yield* infoOf(shell)
+      yield* PubSub.publish(hub, { _tag: "Started", info })
+      yield* FiberMap.run(lifecycles, id, lifecycle(shell))
+      return info
+    }))
+  }, Effect.provide(context))
+
+  const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {
+    const shell = yield* lookup(id)
+    if (shell.base.owner !== killOptions.owner) {
+      return yield* new NotOwner({ id, owner: shell.base.owner, caller: killOptions.owner })
+    }
+    yield* markStopping(shell, "request")
+    return yield* stop(shell)
+  })
+
+  // every shell at once, one process-table scan per tick for all of them
+  const shutdown = gate.withPermits(startPermits)(Effect.gen(function*() {
+    closing = true
+    const all = [...shells.values()]
+    yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
+    const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
+    yield* Effect.forEach(all, (shell, i) => settle(shell, reports[i]!), { discard: true })
+    yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true })
+    if (crashSafe) yield* Journal.remove(stateDir, supervisor.pid)
+  })).pipe(Effect.provide(context))
+
+  yield* Effect.addFinalizer(() => shutdown)
+
+  return ShellRegistry.of({
+    start,
+    output: (id, outputOptions = {}) =>
+      Effect.flatMap(lookup(id), (shell) =>
+        ShellOutput.read({
+          output: shell.group.output,
+          cursors: shell.cursors,
+          info: infoOf(shell),
+          settled: Deferred.await(shell.settled)
+        }, outputOptions)),
+    kill,
+    info: (id) => Effect.flatMap(lookup(id), infoOf),
+    list: Effect.suspend(() => Effect.forEach(shells.values(), infoOf)),
+    follow: (id) => Effect.flatMap(lookup(id), (shell) => shell.group.output.live),
+    events: Stream.fromPubSub(hub),
+    subscribe: Effect.map(PubSub.subscribe(hub), Stream.fromQueue),
+    supervisor,
+    stateDir
+  })
+})
+
+const journalShell = (s: Shell): Journal.JournalShell => ({
+  id: s.id,
+  tag: s.base.tag,
+  pid: s.group.pid,
+  leaderStartTime: s.group.leaderStartTime ?? null,
+  bornAfter: s.group.target.startTime,
+  command: s.base.command,
+  cwd: s.base.cwd,
+  owner: s.base.owner,
+  name: s.base.name,
+  startedAt: s.base.startedAt
+})
+
+const supervisorIdentity = (options: RegistryOptions) =>
+  Effect.gen(function*() {
+    const table = yield* ProcessTable
+    const self = yield* table.lookup(process.pid)
+    return {
+      pid: process.pid,
+      startTime: Option.match(self, { onNone: () => 0, onSome: (p) => p.startTime }),
+      name: options.name ?? process.title,
+      startedAt: yield* Clock.currentTimeMillis
+    } satisfies Journal.Supervisor
+  })

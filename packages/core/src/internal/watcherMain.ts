@@ -1,0 +1,46 @@
+/**
+ * The watcher: a small process in its own session whose stdin is a pipe only
+ * the supervisor writes. The supervisor announces each group it starts and
+ * ends; EOF means the supervisor is gone, however it died, and every group
+ * still announced is stopped with the supervisor's own TERM, grace, KILL
+ * policy. It never learns of, and so never signals, any other group.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { StopTarget } from "../GroupStop.js"
+import { stopGroups } from "../GroupStop.js"
+import { defaults, Limits } from "../Limits.js"
+import { ProcessTable } from "../ProcessTable.js"
+import type { WatcherMessage } from "./watcher.js"
+
+const limits = JSON.parse(process.argv[2] ?? "{}") as Record<string, number>
+const targets = new Map<number, StopTarget>()
+let pending = ""
+
+// a terminal's signals or a closing session must not take the watcher early
+for (const signal of ["SIGINT", "SIGHUP", "SIGTERM", "SIGPIPE"] as const) process.on(signal, () => {})
+
+process.stdin.setEncoding("utf8")
+process.stdin.on("data", (text: string) => {
+  const lines = (pending + text).split("\n")
+  pending = lines.pop()!
+  for (const line of lines) {
+    if (line === "") continue
+    const message = JSON.parse(line) as WatcherMessage
+    if (message.op === "add") targets.set(message.target.pgid, message.target)
+    else targets.delete(message.pgid)
+  }
+})
+process.stdin.on("end", () => {
+  const layer = Layer.mergeAll(
+    ProcessTable.layer,
+    Limits.layerWith({
+      grace: Duration.millis(limits.grace ?? Duration.toMillis(defaults.grace)),
+      killTimeout: Duration.millis(limits.killTimeout ?? Duration.toMillis(defaults.killTimeout)),
+      killInterval: Duration.millis(limits.killInterval ?? Duration.toMillis(defaults.killInterval))
+    })
+  )
+  const stop = targets.size === 0 ? Effect.void : stopGroups([...targets.values()])
+  Effect.runPromise(Effect.provide(stop, layer)).finally(() => process.exit(0))
+})
