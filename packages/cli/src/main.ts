@@ -1,1 +1,81 @@
-export {}
+/**
+ * `corral <command>`: loads only the module of the command asked for, so a
+ * command pays for its own imports alone. `corral run` wraps every command it
+ * runs: its start-up is added to each of them.
+ *
+ * A command module (`Run.ts`, `Mcp.ts`, ...) exports `main(args)`, called with
+ * the words after the command name; from then on it owns the process and sets
+ * `process.exitCode`.
+ */
+import * as fs from "node:fs"
+import { Failed } from "./internal/exitCode.js"
+import { printError, writeOut } from "./internal/stdio.js"
+
+interface CommandModule {
+  readonly main: (args: ReadonlyArray<string>) => void
+}
+
+interface Command {
+  readonly module: string
+  readonly synopsis: string
+  readonly summary: string
+}
+
+const commands: Readonly<Record<string, Command>> = {
+  run: {
+    module: "Run",
+    synopsis: "run [--timeout D] [--grace D] [--verbose] [--] CMD [ARGS...]",
+    summary: "run CMD in a process group of its own; stop all of it when CMD ends"
+  },
+  mcp: { module: "Mcp", synopsis: "mcp", summary: "serve background shells to an AI agent over MCP (stdio)" },
+  ls: { module: "Ls", synopsis: "ls", summary: "list background shells" },
+  show: { module: "Show", synopsis: "show ID", summary: "show one background shell" },
+  logs: { module: "Logs", synopsis: "logs ID", summary: "print a background shell's output" },
+  stop: { module: "Stop", synopsis: "stop ID", summary: "stop a background shell and everything it started" },
+  top: { module: "Top", synopsis: "top", summary: "watch background shells and their processes" }
+}
+
+const usage = () =>
+  [
+    "usage: corral <command> [options] [args]",
+    "",
+    ...Object.values(commands).flatMap((c) => [`  corral ${c.synopsis}`, `      ${c.summary}`]),
+    "",
+    "`corral <command> --help` describes a command; `corral --version` prints the version.",
+    ""
+  ].join("\n")
+
+const version = (): string =>
+  JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
+
+const fail = (message: string) => {
+  printError(message)
+  process.exitCode = Failed
+}
+
+const load = async (command: Command): Promise<CommandModule | undefined> => {
+  const url = new URL(`./${command.module}.js`, import.meta.url)
+  return fs.existsSync(url) ? import(url.href) : undefined
+}
+
+const dispatch = async (name: string, args: ReadonlyArray<string>) => {
+  const command = Object.hasOwn(commands, name) ? commands[name]! : undefined
+  if (command === undefined) {
+    const what = name.startsWith("-") ? "option" : "command"
+    return fail(`unknown ${what} ${JSON.stringify(name)}: run \`corral --help\` for the commands`)
+  }
+  const module = await load(command)
+  if (module === undefined) return fail(`${name} is not available yet`)
+  module.main(args)
+}
+
+const [name, ...args] = process.argv.slice(2)
+if (name === undefined || name === "--help" || name === "-h" || (name === "help" && args.length === 0)) {
+  writeOut(usage())
+} else if (name === "--version" || name === "-V") {
+  writeOut(`${version()}\n`)
+} else if (name === "help") {
+  await dispatch(args[0]!, ["--help"])
+} else {
+  await dispatch(name, args)
+}

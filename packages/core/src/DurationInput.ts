@@ -20,7 +20,7 @@ export const parse = (input: string): Either.Either<Duration.Duration, string> =
 /** A `Config` reading a human duration. */
 export const config = (name: string): Config.Config<Duration.Duration> =>
   Config.string(name).pipe(
-    Config.mapOrFail((s) => Either.mapLeft(parse(s), (message) => ConfigError.InvalidData([name], message)))
+    Config.mapOrFail((s) => Either.mapLeft(parse(s), (message) => ConfigError.InvalidData([], message)))
   )
 
 export const format = (d: Duration.DurationInput): string => {

@@ -1,0 +1,60 @@
+/** `corral logs ID [-f]`: a background shell's output, followed live with `-f`. */
+import * as fs from "node:fs"
+import { ControlClient, OutputUnavailable } from "@corral/core/ControlClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import { writeOut } from "./internal/stdio.js"
+import * as TableCommand from "./internal/tableCommand.js"
+
+export const usage = `usage: corral logs ID [-f]
+
+Prints the output a background shell's supervisor retained, stdout and
+stderr as they interleaved. ID is <supervisor pid>:<shell id> as
+\`corral ls\` prints it, like 4242:s1.
+
+options:
+  -f, --follow  then print new output as it comes, until the shell's output
+                ends (it exited, or was stopped); Ctrl-C stops following
+  -h, --help    print this help
+`
+
+/**
+ * Writes to stdout, and tells whether it still can: once the reader is gone
+ * (`corral logs -f | head`) there is no point in following any longer.
+ */
+const writeBytes = (bytes: Uint8Array): boolean => {
+  try {
+    fs.writeSync(1, bytes)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const follow = (id: string) =>
+  Effect.flatMap(ControlClient, (client) =>
+    client.follow(id).pipe(
+      Stream.takeWhile(writeBytes),
+      Stream.runDrain
+    ))
+
+const retained = (id: string) =>
+  Effect.gen(function*() {
+    const { entry, output } = yield* (yield* ControlClient).show(id)
+    if (Option.isNone(output)) return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
+    writeOut(output.value.text)
+  })
+
+const program = (argv: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const { positionals, values } = yield* TableCommand.parse("logs", argv, { follow: { type: "boolean", short: "f" } })
+    if (values.help) return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
+    const id = yield* TableCommand.oneId("logs", positionals)
+    yield* values.follow ? follow(id) : retained(id)
+    return 0
+  })
+
+/** Runs `corral logs` with the words after `logs`; sets the process's exit code when done. */
+export const main = (argv: ReadonlyArray<string>): void => TableCommand.run("logs", program(argv), Layer.empty)

@@ -1,0 +1,70 @@
+/** `corral mcp`'s command line: a few options, no positional words. */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import * as DurationInput from "@corral/core/DurationInput"
+import type * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import { UsageError } from "./usageError.js"
+
+export interface McpArgs {
+  readonly cwd: string
+  readonly maxShells?: number | undefined
+  readonly grace?: Duration.Duration | undefined
+}
+
+export type Parsed =
+  | { readonly _tag: "Help" }
+  | { readonly _tag: "Serve"; readonly args: McpArgs }
+
+const options = {
+  cwd: { type: "string" },
+  "max-shells": { type: "string" },
+  grace: { type: "string" },
+  help: { type: "boolean", short: "h" }
+} as const
+
+const usageError = (message: string) => Either.left(new UsageError({ message }))
+
+const cwdOf = (value: string | undefined): Either.Either<string, UsageError> => {
+  const cwd = path.resolve(value ?? ".")
+  const stat = fs.statSync(cwd, { throwIfNoEntry: false })
+  if (stat === undefined) return usageError(`--cwd ${cwd} does not exist: pass an existing directory`)
+  if (!stat.isDirectory()) return usageError(`--cwd ${cwd} is not a directory: pass a directory`)
+  return Either.right(cwd)
+}
+
+const maxShellsOf = (value: string | undefined): Either.Either<number | undefined, UsageError> => {
+  if (value === undefined) return Either.right(undefined)
+  const n = Number(value)
+  return /^\d+$/.test(value) && n > 0
+    ? Either.right(n)
+    : usageError(`--max-shells needs a whole number of at least 1, like --max-shells 8; got ${JSON.stringify(value)}`)
+}
+
+const graceOf = (value: string | undefined): Either.Either<Duration.Duration | undefined, UsageError> =>
+  value === undefined
+    ? Either.right(undefined)
+    : Either.mapLeft(DurationInput.parse(value), (why) => new UsageError({ message: `--grace: ${why}` }))
+
+const read = (argv: ReadonlyArray<string>) => {
+  try {
+    return Either.right(parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values)
+  } catch (cause) {
+    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D and --help`)
+  }
+}
+
+export const parse = (argv: ReadonlyArray<string>): Either.Either<Parsed, UsageError> =>
+  Either.gen(function*() {
+    const values = yield* read(argv)
+    if (values.help === true) return { _tag: "Help" } as const
+    return {
+      _tag: "Serve",
+      args: {
+        cwd: yield* cwdOf(values.cwd),
+        maxShells: yield* maxShellsOf(values["max-shells"]),
+        grace: yield* graceOf(values.grace)
+      }
+    } as const
+  })

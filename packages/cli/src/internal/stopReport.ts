@@ -1,0 +1,20 @@
+/** A stop report as one line a person can read at a glance. */
+import type { StopReport } from "@corral/core/GroupStop"
+
+const count = (n: number, noun: string, plural = `${noun}es`) => `${n} ${n === 1 ? noun : plural}`
+
+const outcome = (report: StopReport): string =>
+  report.members === 0
+    ? "nothing was left running"
+    : `${report.escalated ? "escalated to SIGKILL" : "SIGTERM sufficed"}, ${count(report.members, "process")}`
+
+export const format = (report: StopReport): string => {
+  const parts = [`stopped group ${report.pgid} in ${report.durationMs}ms: ${outcome(report)}`]
+  if (report.escaped.length > 0) {
+    parts.push(`${count(report.escaped.length, "process")} had left the session (setsid), signalled by pid: ${report.escaped.join(", ")}`)
+  }
+  if (report.survivors.length > 0) {
+    parts.push(`${count(report.survivors.length, "process")} survived SIGKILL (uninterruptible sleep or no permission): ${report.survivors.join(", ")}`)
+  }
+  return parts.join("; ")
+}
