@@ -46,13 +46,6 @@ export interface OutputBuffer {
 
 const isContinuation = (b: number) => (b & 0xc0) === 0x80
 
-/** Index of the first byte at or after `from` that starts a character. */
-const charStart = (bytes: Uint8Array, from: number) => {
-  let i = from
-  while (i < bytes.length && i - from < 4 && isContinuation(bytes[i]!)) i++
-  return i
-}
-
 /** Length of `bytes` without a trailing, still incomplete character. */
 const completeLength = (bytes: Uint8Array) => {
   let i = bytes.length - 1
@@ -73,10 +66,16 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
 
     const dropTo = (target: number) => {
       while (head < ring.length && ring[head]!.offset + ring[head]!.bytes.length <= target) head++
-      const first = ring[head]
-      if (first !== undefined && first.offset < target) {
-        const cut = charStart(first.bytes, target - first.offset)
-        ring[head] = { ...first, offset: first.offset + cut, bytes: first.bytes.subarray(cut) }
+      // a character may straddle chunks: skip its continuation bytes (at most 3) in whichever chunks hold them
+      let skipped = 0
+      for (let first = ring[head]; first !== undefined; first = ring[head]) {
+        let cut = Math.max(0, target - first.offset)
+        while (cut < first.bytes.length && skipped < 3 && isContinuation(first.bytes[cut]!)) cut++, skipped++
+        if (cut < first.bytes.length) {
+          if (cut > 0) ring[head] = { ...first, offset: first.offset + cut, bytes: first.bytes.subarray(cut) }
+          break
+        }
+        head++
       }
       start = ring[head]?.offset ?? end
       if (head > 1024 && head * 2 > ring.length) ring.splice(0, head), (head = 0)
@@ -116,10 +115,9 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
 
     const tail = (n: number) =>
       Effect.map(readSince(0), (all): OutputRead => {
-        const body = all.text.endsWith("\n") ? all.text.slice(0, -1) : all.text
-        let at = body.length
-        for (let i = 0; i < n && at > 0; i++) at = body.lastIndexOf("\n", at - 1)
-        const text = at <= 0 ? all.text : all.text.slice(at + 1)
+        const closed = all.text.endsWith("\n")
+        const lines = (closed ? all.text.slice(0, -1) : all.text).split("\n")
+        const text = all.text === "" ? "" : lines.slice(-n).join("\n") + (closed ? "\n" : "")
         return { text, cursor: all.cursor, dropped: 0 }
       })
 

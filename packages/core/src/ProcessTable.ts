@@ -81,9 +81,10 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
         Math.abs(target) <= 1
           ? Effect.succeed(false)
           : Ref.update(script.signals, (all) => [...all, { target, signal }]).pipe(
-            Effect.zipRight(script.onSignal?.(target, signal) ?? Effect.void),
+            // like kill(2): accepted when the target existed, even if the signal ends it
             Effect.zipRight(Ref.get(script.processes)),
-            Effect.map((ps) => ps.some((p) => (target < 0 ? p.pgid === -target : p.pid === target)))
+            Effect.map((ps) => ps.some((p) => (target < 0 ? p.pgid === -target : p.pid === target))),
+            Effect.tap(() => script.onSignal?.(target, signal) ?? Effect.void)
           )
     }))
 }

@@ -1,0 +1,363 @@
+/**
+ * Every background shell on the machine: each supervisor found in the state
+ * directory (by its journal or its control socket) is asked over its socket.
+ * A supervisor that died is read from its journal instead: its shells that
+ * still run, with pid, pgid and start time matching, are orphans, and only
+ * those can be stopped directly.
+ *
+ * A shell's global id is `<supervisor pid>:<registry id>`, like `4242:s1`:
+ * unique across supervisors, and the `CORRAL_SHELL_ID` of its processes.
+ */
+import * as fs from "node:fs"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import * as GroupStop from "./GroupStop.js"
+import * as Api from "./internal/controlApi.js"
+import * as Http from "./internal/controlHttp.js"
+import * as Journal from "./Journal.js"
+import { Limits } from "./Limits.js"
+import { ProcessTable } from "./ProcessTable.js"
+import * as StateDir from "./StateDir.js"
+
+/** `ShellRegistry.ShellInfo` as a supervisor reported it. */
+type ShellInfo = typeof Api.ShellInfo.Type
+export type Supervisor = typeof Api.Supervisor.Type
+export type StopReport = typeof Api.StopReport.Type
+
+export type SupervisorState =
+  /** It answered over its socket. */
+  | "live"
+  /** Its process is gone; its shells that still run are orphans. */
+  | "dead"
+  /** Its process is alive but did not answer; its shells are as its journal last recorded them. */
+  | "unreachable"
+
+export interface SupervisorView {
+  readonly supervisor: Supervisor
+  readonly socket: string
+  readonly state: SupervisorState
+  /** Why an unreachable supervisor did not answer. */
+  readonly problem?: string | undefined
+}
+
+export type Reach = "live" | "orphaned" | "unreachable"
+
+export interface ShellEntry {
+  /** `<supervisor pid>:<registry id>`. */
+  readonly id: string
+  readonly supervisor: Supervisor
+  readonly reach: Reach
+  readonly info: ShellInfo
+}
+
+export interface Snapshot {
+  readonly supervisors: ReadonlyArray<SupervisorView>
+  readonly shells: ReadonlyArray<ShellEntry>
+}
+
+export interface Shown {
+  readonly entry: ShellEntry
+  /** None for a shell whose supervisor cannot be asked: its output lives there. */
+  readonly output: Option.Option<{ readonly text: string; readonly dropped: number }>
+}
+
+export interface Stopped {
+  /** The shell after the stop. */
+  readonly entry: ShellEntry
+  readonly report: StopReport
+  /** False when the shell had already ended: the report is then the one of its earlier stop. */
+  readonly wasActive: boolean
+}
+
+export interface StoppedAll {
+  readonly stopped: ReadonlyArray<Stopped>
+  /** Supervisors whose shells could not be stopped: they are alive but do not answer. */
+  readonly unreachable: ReadonlyArray<SupervisorView>
+}
+
+export const globalIdPattern = /^([1-9][0-9]{0,9}):(s[1-9][0-9]{0,8})$/
+
+export class InvalidShellId extends Data.TaggedError("InvalidShellId")<{ readonly id: string }> {
+  override get message() {
+    return `invalid shell id ${JSON.stringify(this.id)}: expected <supervisor pid>:<shell id>, like 4242:s1, ` +
+      "as `corral ls` shows it (it is also the CORRAL_SHELL_ID of the shell's processes)"
+  }
+}
+
+export class NoSuchShell extends Data.TaggedError("NoSuchShell")<{ readonly id: string; readonly known: ReadonlyArray<string> }> {
+  override get message() {
+    const known = this.known.length === 0 ? "there are no background shells on this machine" : `known ids: ${this.known.join(", ")}`
+    return `no shell with id ${this.id} (${known})`
+  }
+}
+
+export class SupervisorUnreachable extends Data.TaggedError("SupervisorUnreachable")<{
+  readonly id: string
+  readonly supervisor: Supervisor
+  readonly reason: string
+}> {
+  override get message() {
+    return `supervisor ${this.supervisor.pid} (${this.supervisor.name}) of shell ${this.id} is alive but does not answer: ` +
+      `${this.reason}. It still owns the shell; try again, or stop that process`
+  }
+}
+
+export class OutputUnavailable extends Data.TaggedError("OutputUnavailable")<{ readonly id: string; readonly supervisor: Supervisor }> {
+  override get message() {
+    return `the output of shell ${this.id} is held by its supervisor ${this.supervisor.pid} (${this.supervisor.name}), ` +
+      "which died or does not answer: it is gone or out of reach. `corral stop` still works on an orphaned shell"
+  }
+}
+
+/** The control endpoint answered in a way corral does not understand. */
+export class ControlError extends Data.TaggedError("ControlError")<{ readonly socket: string; readonly reason: string }> {
+  override get message() {
+    return `the control endpoint at ${this.socket} failed: ${this.reason}`
+  }
+}
+
+export type FindError = InvalidShellId | NoSuchShell
+
+export interface ClientOptions {
+  /** Default: `StateDir.resolve`. */
+  readonly stateDir?: string | undefined
+  /** How long a listing waits for each supervisor; default 3 s. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+export class ControlClient extends Context.Tag("@corral/core/ControlClient")<ControlClient, {
+  readonly stateDir: string
+  readonly snapshot: Effect.Effect<Snapshot>
+  readonly show: (id: string) => Effect.Effect<Shown, FindError | ControlError>
+  /** The retained output then live output, until the shell's output ends. */
+  readonly follow: (id: string) => Stream.Stream<Uint8Array, FindError | OutputUnavailable | ControlError>
+  readonly stop: (id: string) => Effect.Effect<Stopped, FindError | SupervisorUnreachable | ControlError>
+  readonly stopAll: Effect.Effect<StoppedAll, ControlError>
+}>() {
+  static readonly layer = (options: ClientOptions = {}) => Layer.effect(ControlClient, make(options))
+
+  /** The process table for this platform, limits from the environment (they apply to orphans' stops). */
+  static readonly layerConfig = (options: ClientOptions = {}) =>
+    ControlClient.layer(options).pipe(Layer.provide(Layer.mergeAll(ProcessTable.layer, Limits.layerConfig())))
+}
+
+const bySupervisorThenId = (a: ShellEntry, b: ShellEntry) =>
+  a.supervisor.startedAt - b.supervisor.startedAt || a.supervisor.pid - b.supervisor.pid ||
+  Number(a.info.id.slice(1)) - Number(b.info.id.slice(1))
+
+const entryOf = (supervisor: Supervisor, reach: Reach) => (info: ShellInfo): ShellEntry => ({
+  id: `${supervisor.pid}:${info.id}`,
+  supervisor,
+  reach,
+  info
+})
+
+/** What a journal says about a shell that was active when it was last written. */
+const journalInfo = (shell: Journal.JournalShell): ShellInfo => ({
+  id: shell.id,
+  tag: shell.tag,
+  pid: shell.pid,
+  command: shell.command,
+  cwd: shell.cwd,
+  name: shell.name,
+  owner: shell.owner,
+  startedAt: shell.startedAt,
+  status: { _tag: "Running" }
+})
+
+const stoppedOf = (supervisor: Supervisor) => (answer: typeof Api.Stopped.Type): Stopped => ({
+  entry: entryOf(supervisor, "live")(answer.shell),
+  report: answer.report,
+  wasActive: answer.wasActive
+})
+
+interface Found {
+  readonly view: SupervisorView
+  readonly shells: ReadonlyArray<ShellEntry>
+  /** Verified orphans, with their journal records. */
+  readonly orphans: ReadonlyArray<Journal.JournalShell>
+}
+
+const socketPids = (stateDir: string): ReadonlyArray<number> => {
+  const dir = Journal.directory(stateDir)
+  if (!fs.existsSync(dir)) return []
+  return fs.readdirSync(dir).flatMap((name) => {
+    const match = /^([1-9][0-9]*)\.sock$/.exec(name)
+    return match === null ? [] : [Number(match[1])]
+  })
+}
+
+/**
+ * A supervisor being killed closes its socket a moment before the kernel
+ * shows it dead: it counts as alive only if it still is a little later.
+ */
+const stillAlive = (supervisor: Supervisor) =>
+  Effect.repeat(Journal.isAlive(supervisor), { while: (alive) => alive, times: 10, schedule: Schedule.spaced("50 millis") })
+
+const protocolError = (error: Http.NoAnswer | Http.Refused) =>
+  new ControlError({
+    socket: error._tag === "NoAnswer" ? error.socket : "",
+    reason: error._tag === "NoAnswer" ? error.reason : error.body.message
+  })
+
+const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
+  const stateDir = options.stateDir ?? (yield* StateDir.resolve)
+  const timeout = options.timeout ?? Duration.seconds(3)
+  const context = yield* Effect.context<ProcessTable | Limits>()
+
+  /** One supervisor, by pid: asked over its socket, else read from its journal. */
+  const visit = (pid: number, journal: Journal.JournalEntry | undefined) =>
+    Effect.gen(function*() {
+      const socket = Api.socketPath(stateDir, pid)
+      const answer = yield* Effect.either(Http.ask(socket, "GET", Api.routes.shells, Api.ListResponse, timeout))
+      if (Either.isRight(answer)) {
+        const { shells, supervisor } = answer.right
+        return Option.some<Found>({
+          view: { supervisor, socket, state: "live" },
+          shells: shells.map(entryOf(supervisor, "live")),
+          orphans: []
+        })
+      }
+      // a socket without a journal: a supervisor that died and was cleaned up, or one we cannot identify
+      if (journal === undefined) return Option.none()
+      const supervisor = journal.supervisor
+      if (yield* stillAlive(supervisor)) {
+        const problem = answer.left._tag === "NoAnswer" ? answer.left.reason : answer.left.body.message
+        return Option.some<Found>({
+          view: { supervisor, socket, state: "unreachable", problem },
+          shells: journal.shells.map(journalInfo).map(entryOf(supervisor, "unreachable")),
+          orphans: []
+        })
+      }
+      const orphans = yield* Effect.filter(journal.shells, Journal.verify)
+      if (orphans.length === 0) return Option.none()
+      return Option.some<Found>({
+        view: { supervisor, socket, state: "dead" },
+        shells: orphans.map(journalInfo).map(entryOf(supervisor, "orphaned")),
+        orphans
+      })
+    }).pipe(Effect.provide(context))
+
+  const journals = Effect.map(Journal.readAll(stateDir), (all) => new Map(all.map((j) => [j.supervisor.pid, j])))
+
+  const visitAll = Effect.gen(function*() {
+    const byPid = yield* journals
+    const pids = new Set([...byPid.keys(), ...socketPids(stateDir)])
+    const found = yield* Effect.forEach(pids, (pid) => visit(pid, byPid.get(pid)), { concurrency: "unbounded" })
+    return found.flatMap(Option.toArray).sort((a, b) =>
+      a.view.supervisor.startedAt - b.view.supervisor.startedAt || a.view.supervisor.pid - b.view.supervisor.pid
+    )
+  })
+
+  const snapshot = Effect.map(visitAll, (found): Snapshot => ({
+    supervisors: found.map((f) => f.view),
+    shells: found.flatMap((f) => f.shells).sort(bySupervisorThenId)
+  }))
+
+  const known = Effect.map(snapshot, (s) => s.shells.map((e) => e.id))
+
+  const notFound = (id: string) => Effect.flatMap(known, (ids) => Effect.fail(new NoSuchShell({ id, known: ids })))
+
+  /** The shell's supervisor and entry; only that supervisor is asked. */
+  const find = (id: string) =>
+    Effect.gen(function*() {
+      const match = globalIdPattern.exec(id)
+      if (match === null) return yield* new InvalidShellId({ id })
+      const pid = Number(match[1])
+      const local = match[2]!
+      const found = yield* visit(pid, (yield* journals).get(pid))
+      const entry = Option.flatMap(found, (f) => Option.fromNullable(f.shells.find((s) => s.info.id === local)))
+      if (Option.isNone(found) || Option.isNone(entry)) return yield* notFound(id)
+      return { found: found.value, entry: entry.value, local }
+    })
+
+  const refusedAsNotFound = (id: string) => (error: Http.NoAnswer | Http.Refused): Effect.Effect<never, NoSuchShell | ControlError> =>
+    error._tag === "Refused" && error.body.error === "UnknownShell" ? notFound(id) : Effect.fail(protocolError(error))
+
+  const show = Effect.fn("ControlClient.show")(function*(id: string) {
+    const { entry, found, local } = yield* find(id)
+    if (entry.reach !== "live") return { entry, output: Option.none() } satisfies Shown
+    const answer = yield* Http.ask(found.view.socket, "GET", Api.pathOf(Api.routes.shell, local), Api.ShowResponse).pipe(
+      Effect.catchAll(refusedAsNotFound(id))
+    )
+    return {
+      entry: entryOf(answer.supervisor, "live")(answer.shell),
+      output: Option.some({ text: answer.output, dropped: answer.dropped })
+    } satisfies Shown
+  })
+
+  const follow = (id: string) =>
+    Stream.unwrap(Effect.gen(function*() {
+      const { entry, found, local } = yield* find(id)
+      if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
+      return Stream.catchAll(
+        Http.stream(found.view.socket, Api.pathOf(Api.routes.follow, local)),
+        (error) => Stream.fromEffect(refusedAsNotFound(id)(error))
+      )
+    }))
+
+  /** Orphans are stopped here, together, after their identity was checked again just now. */
+  const stopOrphans = (supervisor: Supervisor, orphans: ReadonlyArray<Journal.JournalShell>) =>
+    Effect.gen(function*() {
+      const verified = yield* Effect.filter(orphans, Journal.verify)
+      const reports = verified.length === 0 ? [] : yield* GroupStop.stopGroups(verified.map(Journal.targetOf))
+      return verified.map((shell, i): Stopped => ({
+        entry: entryOf(supervisor, "orphaned")(journalInfo(shell)),
+        report: reports[i]!,
+        wasActive: true
+      }))
+    }).pipe(Effect.provide(context))
+
+  const stop = Effect.fn("ControlClient.stop")(function*(id: string) {
+    const { entry, found, local } = yield* find(id)
+    switch (found.view.state) {
+      case "unreachable":
+        return yield* new SupervisorUnreachable({ id, supervisor: entry.supervisor, reason: found.view.problem ?? "" })
+      case "dead": {
+        const orphan = found.orphans.filter((o) => o.id === local)
+        const [stopped] = yield* stopOrphans(entry.supervisor, orphan)
+        return stopped ?? (yield* notFound(id))
+      }
+      case "live": {
+        const answer = yield* Http.ask(found.view.socket, "POST", Api.pathOf(Api.routes.stop, local), Api.Stopped).pipe(
+          Effect.catchAll(refusedAsNotFound(id))
+        )
+        return stoppedOf(entry.supervisor)(answer)
+      }
+    }
+  })
+
+  const stopEvery = (found: Found) =>
+    Effect.gen(function*() {
+      switch (found.view.state) {
+        case "unreachable":
+          return []
+        case "dead":
+          return yield* stopOrphans(found.view.supervisor, found.orphans)
+        case "live": {
+          const answer = yield* Http.ask(found.view.socket, "POST", Api.routes.stopAll, Api.StopAllResponse).pipe(
+            Effect.mapError(protocolError)
+          )
+          return answer.stopped.map(stoppedOf(found.view.supervisor))
+        }
+      }
+    })
+
+  const stopAll = Effect.gen(function*() {
+    const found = yield* visitAll
+    const stopped = yield* Effect.forEach(found, stopEvery, { concurrency: "unbounded" })
+    return {
+      stopped: stopped.flat().sort((a, b) => bySupervisorThenId(a.entry, b.entry)),
+      unreachable: found.map((f) => f.view).filter((v) => v.state === "unreachable")
+    } satisfies StoppedAll
+  }).pipe(Effect.withSpan("ControlClient.stopAll"))
+
+  return ControlClient.of({ stateDir, snapshot, show, follow, stop, stopAll })
+})

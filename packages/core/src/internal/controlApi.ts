@@ -1,0 +1,108 @@
+/**
+ * The control endpoint's wire format, shared by server and client: HTTP over
+ * a unix socket, JSON bodies checked by these schemas on both sides, and the
+ * follow route as a plain byte stream of the shell's output.
+ */
+import * as path from "node:path"
+import * as Schema from "effect/Schema"
+import * as Journal from "../Journal.js"
+
+/** Bumped when a route or body changes incompatibly. */
+export const version = "v1"
+
+export const routes = {
+  shells: `/${version}/shells`,
+  shell: `/${version}/shells/:id`,
+  follow: `/${version}/shells/:id/follow`,
+  stop: `/${version}/shells/:id/stop`,
+  stopAll: `/${version}/stop-all`
+} as const
+
+export const pathOf = (route: string, id: string) => route.replace(":id", id)
+
+export const socketPath = (stateDir: string, pid: number) => path.join(Journal.directory(stateDir), `${pid}.sock`)
+
+/** `sun_path` holds 108 bytes with the terminating NUL; Node truncates longer paths silently. */
+export const maxSocketPathBytes = 107
+
+/** A registry's own id: `s` and a counter. */
+export const localIdPattern = /^s[1-9][0-9]{0,8}$/
+
+export const LocalId = Schema.String.pipe(Schema.pattern(localIdPattern))
+
+const StopCause = Schema.Literal("request", "lifetime", "shutdown")
+
+const ExitStatus = Schema.Union(
+  Schema.TaggedStruct("Exited", { code: Schema.Number }),
+  Schema.TaggedStruct("Signaled", { signal: Schema.String })
+)
+
+export const ShellStatus = Schema.Union(
+  Schema.TaggedStruct("Running", {}),
+  Schema.TaggedStruct("Lingering", { exit: ExitStatus, members: Schema.Number }),
+  Schema.TaggedStruct("Stopping", { by: StopCause }),
+  Schema.TaggedStruct("Exited", { code: Schema.Number }),
+  Schema.TaggedStruct("Killed", { signal: Schema.String, by: Schema.optional(StopCause) }),
+  Schema.TaggedStruct("FailedToStart", { error: Schema.String })
+)
+
+export const ShellInfo = Schema.Struct({
+  id: Schema.String,
+  tag: Schema.String,
+  pid: Schema.Number,
+  command: Schema.String,
+  cwd: Schema.String,
+  name: Schema.optional(Schema.String),
+  owner: Schema.String,
+  startedAt: Schema.Number,
+  endedAt: Schema.optional(Schema.Number),
+  status: ShellStatus
+})
+
+export const Supervisor = Schema.Struct({
+  pid: Schema.Number,
+  startTime: Schema.Number,
+  name: Schema.String,
+  startedAt: Schema.Number
+})
+
+const Signals = Schema.Struct({ SIGTERM: Schema.Number, SIGCONT: Schema.Number, SIGKILL: Schema.Number })
+
+export const StopReport = Schema.Struct({
+  pgid: Schema.Number,
+  signals: Signals,
+  escalated: Schema.Boolean,
+  durationMs: Schema.Number,
+  members: Schema.Number,
+  survivors: Schema.Array(Schema.Number),
+  escaped: Schema.Array(Schema.Number)
+})
+
+export const ListResponse = Schema.Struct({
+  supervisor: Supervisor,
+  shells: Schema.Array(ShellInfo)
+})
+
+export const ShowResponse = Schema.Struct({
+  supervisor: Supervisor,
+  shell: ShellInfo,
+  output: Schema.String,
+  /** Bytes the buffer dropped before the retained output. */
+  dropped: Schema.Number
+})
+
+export const Stopped = Schema.Struct({
+  /** After the stop. */
+  shell: ShellInfo,
+  report: StopReport,
+  /** False when the shell had already ended: the report is then its earlier one. */
+  wasActive: Schema.Boolean
+})
+
+export const StopAllResponse = Schema.Struct({ stopped: Schema.Array(Stopped) })
+
+export const ErrorResponse = Schema.Struct({
+  error: Schema.Literal("InvalidShellId", "UnknownShell"),
+  message: Schema.String,
+  known: Schema.optional(Schema.Array(Schema.String))
+})

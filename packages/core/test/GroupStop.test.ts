@@ -1,0 +1,332 @@
+/**
+ * The stop algorithm against a scripted process table and the TestClock:
+ * deterministic, no real process involved. What the kernel does is covered
+ * by ProcessGroup.stop.test.ts.
+ */
+import type { LimitsShape, ProcessInfo, Signal, TestScript } from "@corral/core"
+import { GroupStop, Limits, makeTestScript } from "@corral/core"
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import type { SignalRequest } from "./helpers.js"
+import { fakeProcess, instrumentedTable, vanish } from "./helpers.js"
+
+// Shorter than the defaults (3 s, 1 s) only to keep the TestClock's stepping
+// cheap: every poll is a step. SIGKILL every 10 ms, as by default.
+const GRACE = 300
+const KILL_TIMEOUT = 200
+const ROUNDS = KILL_TIMEOUT / 10
+
+/** Session 5000: the leader and a worker in its group. */
+const leader = fakeProcess(5000)
+const worker = fakeProcess(5001, { pgid: 5000, sid: 5000, ppid: 5000 })
+const target: GroupStop.StopTarget = { pgid: 5000, sid: 5000, startTime: 10, shellId: "corral-a" }
+
+interface Setup {
+  readonly table: ReadonlyArray<ProcessInfo>
+  readonly shellIds?: Map<number, string>
+  /** What the scripted processes do when signalled. */
+  readonly onSignal?: (script: TestScript, target: number, signal: Signal) => Effect.Effect<void>
+  readonly limits?: Partial<LimitsShape>
+}
+
+const setup = (options: Setup) =>
+  Effect.gen(function*() {
+    const base = yield* makeTestScript(options.table, options.shellIds ? { shellIds: options.shellIds } : {})
+    const onSignal = options.onSignal
+    const script: TestScript = onSignal ? { ...base, onSignal: (t, s) => onSignal(base, t, s) } : base
+    const table = yield* instrumentedTable(script)
+    const limits = { grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT), ...options.limits }
+    const provide = Effect.provide(Layer.merge(table.layer, Limits.layerWith(limits)))
+    return {
+      script,
+      scans: Ref.get(table.scans),
+      requested: Ref.get(table.requested),
+      /** Signals the table accepted, as `SIGTERM -5000`. */
+      delivered: Effect.map(Ref.get(script.signals), (all) => all.map((s) => `${s.signal} ${s.target}`)),
+      stop: (targets: ReadonlyArray<GroupStop.StopTarget>, stopOptions?: GroupStop.StopOptions) =>
+        provide(GroupStop.stopGroups(targets, stopOptions)),
+      stopOne: (stopOptions?: GroupStop.StopOptions) => provide(GroupStop.stopGroup(target, stopOptions))
+    }
+  })
+
+/** Members exit on SIGTERM. */
+const obedient = (script: TestScript, target: number, signal: Signal) =>
+  signal === "SIGTERM" ? vanish(script, target) : Effect.void
+
+/** Runs `effect`, which must finish without the clock moving at all. */
+const finishesAtOnce = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(effect)
+    yield* TestClock.adjust(0)
+    expect(Option.isSome(yield* Fiber.poll(fiber)), "the stop waited for the clock").toBe(true)
+    return yield* Fiber.join(fiber)
+  })
+
+const isDone = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isSome)
+const kills = (requests: ReadonlyArray<SignalRequest>) => requests.filter((r) => r.signal === "SIGKILL")
+
+describe("GroupStop: a group that obeys SIGTERM", () => {
+  it.effect("is stopped with SIGTERM and SIGCONT, never SIGKILL", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], onSignal: obedient })
+      const report = yield* finishesAtOnce(t.stopOne())
+      expect(report).toEqual({
+        pgid: 5000,
+        // SIGCONT found the group already gone
+        signals: { SIGTERM: 1, SIGCONT: 0, SIGKILL: 0 },
+        escalated: false,
+        durationMs: 0,
+        members: 2,
+        survivors: [],
+        escaped: []
+      })
+      expect((yield* t.requested).map((r) => `${r.signal} ${r.target}`)).toEqual(["SIGTERM -5000", "SIGCONT -5000"])
+    }))
+
+  it.effect("sends SIGCONT right after SIGTERM, so stopped members act on it", () =>
+    Effect.gen(function*() {
+      const stopped = { ...worker, state: "T" }
+      // a stopped member ignores SIGTERM until continued; then it exits
+      const onSignal = (script: TestScript, _: number, signal: Signal) =>
+        signal === "SIGCONT" ? vanish(script, -5000) : Effect.void
+      const t = yield* setup({ table: [leader, stopped], onSignal })
+      const report = yield* finishesAtOnce(t.stopOne())
+      expect(yield* t.requested).toEqual([
+        { target: -5000, signal: "SIGTERM", at: 0 },
+        { target: -5000, signal: "SIGCONT", at: 0 }
+      ])
+      expect(report.escalated).toBe(false)
+    }))
+
+  it.effect("returns as soon as slow members are gone, well before the grace ends", () =>
+    Effect.gen(function*() {
+      // members take 50 ms to exit after SIGTERM
+      const onSignal = (script: TestScript, target: number, signal: Signal) =>
+        signal === "SIGTERM" ? Effect.asVoid(Effect.fork(Effect.delay(vanish(script, target), 50))) : Effect.void
+      const t = yield* setup({ table: [leader, worker], onSignal })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(49)
+      expect(yield* isDone(fiber)).toBe(false)
+      yield* TestClock.adjust(20)
+      expect(yield* isDone(fiber)).toBe(true)
+      const report = yield* Fiber.join(fiber)
+      expect(report.escalated).toBe(false)
+      expect(report.signals.SIGKILL).toBe(0)
+      expect(report.durationMs).toBeGreaterThanOrEqual(50)
+      expect(report.durationMs).toBeLessThanOrEqual(69)
+    }))
+})
+
+describe("GroupStop: a group that ignores SIGTERM", () => {
+  it.effect("escalates to SIGKILL exactly when the grace ends", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker] })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(GRACE - 1)
+      expect(kills(yield* t.requested)).toEqual([])
+      yield* TestClock.adjust(1)
+      expect(kills(yield* t.requested)).toEqual([{ target: -5000, signal: "SIGKILL", at: GRACE }])
+      yield* Fiber.interrupt(fiber)
+    }))
+
+  it.effect("repeats SIGKILL every killInterval until the members vanish", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], limits: { killInterval: Duration.millis(100), killTimeout: Duration.seconds(1) } })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(GRACE + 250)
+      expect(kills(yield* t.requested).map((r) => r.at)).toEqual([GRACE, GRACE + 100, GRACE + 200])
+      // the members die of the third SIGKILL
+      yield* Ref.set(t.script.processes, [])
+      yield* TestClock.adjust(100)
+      const report = yield* Fiber.join(fiber)
+      expect(kills(yield* t.requested)).toHaveLength(3)
+      expect(report).toMatchObject({
+        signals: { SIGTERM: 1, SIGCONT: 1, SIGKILL: 3 },
+        escalated: true,
+        members: 2,
+        survivors: []
+      })
+      expect(report.durationMs).toBeGreaterThan(GRACE + 200)
+      expect(report.durationMs).toBeLessThan(GRACE + 300)
+    }))
+
+  it.effect("gives up after killTimeout and reports the survivors", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker] })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT - 1)
+      expect(yield* isDone(fiber)).toBe(false)
+      yield* TestClock.adjust(1)
+      const report = yield* Fiber.join(fiber)
+      expect(report).toEqual({
+        pgid: 5000,
+        // one round every 10 ms from the end of the grace to the end of the kill timeout
+        signals: { SIGTERM: 1, SIGCONT: 1, SIGKILL: ROUNDS },
+        escalated: true,
+        durationMs: GRACE + KILL_TIMEOUT,
+        members: 2,
+        survivors: [5000, 5001],
+        escaped: []
+      })
+    }))
+
+  it.effect("takes the grace from the stop's options over Limits", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], limits: { killTimeout: Duration.millis(0) } })
+      const fiber = yield* Effect.fork(t.stopOne({ grace: "50 millis" }))
+      yield* TestClock.adjust(50)
+      const report = yield* Fiber.join(fiber)
+      expect(report).toMatchObject({ escalated: true, durationMs: 50, survivors: [5000, 5001] })
+    }))
+})
+
+describe("GroupStop: zombies", () => {
+  it.effect("counts a single-threaded zombie gone: nothing to signal, nothing to wait for", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [{ ...leader, state: "Z" }, { ...worker, state: "Z" }] })
+      const report = yield* finishesAtOnce(t.stopOne())
+      expect(report).toMatchObject({ members: 0, escalated: false, durationMs: 0, survivors: [] })
+      expect(yield* t.requested).toEqual([])
+    }))
+
+  it.effect("counts a zombie whose other threads run alive, until those threads die", () =>
+    Effect.gen(function*() {
+      const busy = { ...worker, state: "Z", threads: 2 }
+      // the live thread ignores SIGTERM and dies of SIGKILL
+      const onSignal = (script: TestScript, _: number, signal: Signal) =>
+        signal === "SIGKILL" ? Ref.set(script.processes, [{ ...busy, threads: 1 }]) : Effect.void
+      const t = yield* setup({ table: [busy], onSignal })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(GRACE)
+      const report = yield* Fiber.join(fiber)
+      expect(report).toMatchObject({ members: 1, escalated: true, survivors: [], signals: { SIGKILL: 1 } })
+    }))
+})
+
+describe("GroupStop: whom it signals", () => {
+  it.effect("never signals a group or session whose id was reused by older processes", () =>
+    Effect.gen(function*() {
+      // 5000 and 5001 were born before the target: the numbers are recycled
+      const reused = { ...target, startTime: 1_000 }
+      const t = yield* setup({
+        table: [{ ...leader, startTime: 900 }, { ...worker, startTime: 999 }],
+        shellIds: new Map([[5001, "corral-a"]])
+      })
+      const [report] = yield* finishesAtOnce(t.stop([reused]))
+      expect(yield* t.requested).toEqual([])
+      expect(report).toMatchObject({ members: 0, durationMs: 0, escalated: false, survivors: [], escaped: [] })
+    }))
+
+  it.effect("never signals pid 1 or group 1, even when told to stop it", () =>
+    Effect.gen(function*() {
+      const init = fakeProcess(1, { ppid: 0, comm: "init" })
+      const t = yield* setup({ table: [init] })
+      const fiber = yield* Effect.fork(t.stop([{ pgid: 1, sid: 1, startTime: 0 }]))
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const [report] = yield* Fiber.join(fiber)
+      // the refusal is the table's: ProcessTable.test.ts checks the real tables refuse too
+      expect(yield* t.delivered).toEqual([])
+      expect(report).toMatchObject({ signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }, survivors: [1] })
+    }))
+
+  it.effect("signals each job-control group of the session, and nothing outside it", () =>
+    Effect.gen(function*() {
+      const jobA = fakeProcess(5010, { sid: 5000 })
+      const jobB = fakeProcess(5020, { sid: 5000 })
+      const stranger = fakeProcess(6000)
+      const t = yield* setup({ table: [leader, jobA, jobB, stranger], onSignal: obedient })
+      const report = yield* finishesAtOnce(t.stopOne())
+      expect((yield* t.requested).map((r) => `${r.signal} ${r.target}`).sort()).toEqual(
+        ["SIGCONT -5000", "SIGCONT -5010", "SIGCONT -5020", "SIGTERM -5000", "SIGTERM -5010", "SIGTERM -5020"]
+      )
+      expect(report).toMatchObject({ members: 3, signals: { SIGTERM: 3 }, escaped: [] })
+    }))
+
+  it.effect("signals a process that left the session by pid, found by its shell id, and reports it", () =>
+    Effect.gen(function*() {
+      const escaper = fakeProcess(5100, { ppid: 1, startTime: 20 })
+      const otherShell = fakeProcess(5200, { startTime: 20 })
+      const olderWithSameTag = fakeProcess(5300, { startTime: 5 })
+      const t = yield* setup({
+        table: [leader, escaper, otherShell, olderWithSameTag],
+        shellIds: new Map([[5000, "corral-a"], [5100, "corral-a"], [5200, "corral-b"], [5300, "corral-a"]]),
+        onSignal: obedient
+      })
+      const report = yield* finishesAtOnce(t.stopOne())
+      expect((yield* t.requested).map((r) => `${r.signal} ${r.target}`).sort()).toEqual(
+        ["SIGCONT -5000", "SIGCONT 5100", "SIGTERM -5000", "SIGTERM 5100"]
+      )
+      expect(report).toMatchObject({ members: 2, escaped: [5100], escalated: false })
+    }))
+
+  it.effect("escalates on an escaper that ignores SIGTERM, by pid", () =>
+    Effect.gen(function*() {
+      const escaper = fakeProcess(5100, { ppid: 1, startTime: 20 })
+      const onSignal = (script: TestScript, t: number, signal: Signal) =>
+        signal === "SIGTERM" && t === -5000 || signal === "SIGKILL" ? vanish(script, t) : Effect.void
+      const t = yield* setup({ table: [leader, escaper], shellIds: new Map([[5100, "corral-a"]]), onSignal })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(GRACE)
+      const report = yield* Fiber.join(fiber)
+      expect(kills(yield* t.requested).map((r) => r.target)).toEqual([5100])
+      expect(report).toMatchObject({ escalated: true, escaped: [5100], survivors: [] })
+    }))
+})
+
+describe("GroupStop.stopGroups", () => {
+  const session = (sid: number) => [fakeProcess(sid), fakeProcess(sid + 1, { pgid: sid, sid })]
+  const targetOf = (sid: number): GroupStop.StopTarget => ({ pgid: sid, sid, startTime: 10 })
+
+  /** Scans made by a stubborn stop of `sids`, to its end. */
+  const scansFor = (sids: ReadonlyArray<number>) =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: sids.flatMap(session) })
+      const fiber = yield* Effect.fork(t.stop(sids.map(targetOf)))
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const reports = yield* Fiber.join(fiber)
+      return { scans: yield* t.scans, reports, requested: yield* t.requested }
+    })
+
+  it.effect("scans the table once per tick however many groups it stops", () =>
+    Effect.gen(function*() {
+      const one = yield* scansFor([5000])
+      const many = yield* scansFor([5000, 6000, 7000, 8000])
+      expect(one.scans).toBeGreaterThan(ROUNDS)
+      expect(many.scans).toBe(one.scans)
+      expect(many.reports.map((r) => [r.pgid, r.signals.SIGKILL, r.survivors])).toEqual([
+        [5000, ROUNDS, [5000, 5001]],
+        [6000, ROUNDS, [6000, 6001]],
+        [7000, ROUNDS, [7000, 7001]],
+        [8000, ROUNDS, [8000, 8001]]
+      ])
+    }))
+
+  it.effect("stops each group on its own: an obedient group is not sent SIGKILL", () =>
+    Effect.gen(function*() {
+      // group 6000 exits on SIGTERM, group 5000 does not
+      const onSignal = (script: TestScript, t: number, signal: Signal) =>
+        signal === "SIGTERM" && t === -6000 ? vanish(script, t) : Effect.void
+      const t = yield* setup({ table: [...session(5000), ...session(6000)], onSignal })
+      const fiber = yield* Effect.fork(t.stop([targetOf(5000), targetOf(6000)]))
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const [stubborn, obeying] = yield* Fiber.join(fiber)
+      expect(stubborn).toMatchObject({ escalated: true, survivors: [5000, 5001] })
+      expect(obeying).toMatchObject({ escalated: false, survivors: [], signals: { SIGKILL: 0 } })
+      expect(kills(yield* t.requested).every((r) => r.target === -5000)).toBe(true)
+    }))
+
+  it.effect("stopGroup gives the report stopGroups gives for one target", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], onSignal: obedient })
+      const single = yield* finishesAtOnce(t.stopOne())
+      const u = yield* setup({ table: [leader, worker], onSignal: obedient })
+      const [batch] = yield* finishesAtOnce(u.stop([target]))
+      expect(single).toEqual(batch)
+    }))
+})

@@ -1,0 +1,50 @@
+/**
+ * Node itself as PID 1, as in a container whose entrypoint is a Node program:
+ * the fixture runs in a PID namespace of its own and stops a group whose
+ * members die into zombies that Node never reaps. Nothing escapes: when the
+ * fixture (the namespace's PID 1) exits, the kernel ends the namespace.
+ */
+import { execFile, spawnSync } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import type { GroupStop } from "@corral/core"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+
+const fixture = fileURLToPath(new URL("./fixtures/zombies-under-node-init.mjs", import.meta.url))
+
+// Creating a PID namespace needs root (or user namespaces) and unshare(1).
+const canUnshare = spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" }).status === 0
+
+interface FixtureResult {
+  readonly pid: number
+  readonly report: GroupStop.StopReport
+  readonly elapsedMs: number
+  readonly session: ReadonlyArray<{ readonly pid: number; readonly state: string; readonly ppid: number }>
+}
+
+const runFixture = Effect.async<FixtureResult, Error>((resume) => {
+  execFile("unshare", ["--pid", "--fork", "--mount-proc", process.execPath, fixture], { timeout: 20_000 }, (error, stdout, stderr) => {
+    if (error) return resume(Effect.fail(new Error(`fixture failed: ${error.message}\n${stderr}`)))
+    resume(Effect.try({ try: () => JSON.parse(stdout.trim().split("\n").at(-1)!) as FixtureResult, catch: (e) => new Error(`${e}: ${stdout}`) }))
+  })
+})
+
+describe("ProcessGroup under Node as PID 1", () => {
+  it.live.skipIf(!canUnshare)("stops a group that dies into unreaped zombies without waiting for the grace", () =>
+    Effect.gen(function*() {
+      const result = yield* runFixture
+      expect(result.pid).toBe(1)
+      // grace is 5 s: a stop that counted zombies as members would take 6 s
+      expect(result.elapsedMs).toBeLessThan(2_000)
+      expect(result.report).toMatchObject({
+        escalated: false,
+        survivors: [],
+        escaped: [],
+        signals: { SIGTERM: 1, SIGKILL: 0 }
+      })
+      expect(result.report.members).toBeGreaterThanOrEqual(4)
+      // the three subshells are still there, as zombies of PID 1
+      expect(result.session.length).toBeGreaterThanOrEqual(3)
+      expect(result.session.every((p) => p.state === "Z" && p.ppid === 1)).toBe(true)
+    }))
+})

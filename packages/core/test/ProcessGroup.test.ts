@@ -1,0 +1,243 @@
+/**
+ * ProcessGroup with real processes: spawning, exit status, output, errors.
+ * Every command here is a single process or a shell that waits for its
+ * children, so nothing is orphaned and these run outside a PID namespace too.
+ * The stop scenarios, which orphan on purpose, are in ProcessGroup.stop.test.ts.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { LimitsShape } from "@corral/core"
+import { Limits, ProcessGroup, ProcessTable } from "@corral/core"
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import { environOf, kernelProcess, leftovers, waitFor } from "./helpers.js"
+
+const withLimits = (limits: Partial<LimitsShape> = {}) =>
+  Effect.provide(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(2), ...limits })))
+
+/** Waits until the pipes are closed and the buffer has ended. */
+const outputComplete = (group: ProcessGroup.ProcessGroup) =>
+  Effect.scoped(Effect.flatMap(group.output.live, Stream.runDrain))
+
+const textOf = (group: ProcessGroup.ProcessGroup) => Effect.map(group.output.readSince(0), (r) => r.text)
+
+describe("ProcessGroup.spawn", () => {
+  it.live("starts the command as leader of a new session and group, tagged with its shell id", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: ["sleep", "30"] })
+      const leader = yield* waitFor("the leader", () => kernelProcess(group.pid))
+      expect(leader).toMatchObject({ pgid: group.pid, sid: group.pid, ppid: process.pid })
+      expect(group.shellId).toMatch(/^corral-[0-9a-f]{12}$/)
+      expect(environOf(group.pid).get("CORRAL_SHELL_ID")).toBe(group.shellId)
+      expect(group.target).toMatchObject({ pgid: group.pid, sid: group.pid, shellId: group.shellId })
+      expect(group.target.startTime).toBeLessThanOrEqual(group.leaderStartTime!)
+      expect(yield* group.exitStatus).toEqual(Option.none())
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("runs a command line with the given shell, cwd and environment", () =>
+    Effect.gen(function*() {
+      const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "corral-cwd-")))
+      const group = yield* ProcessGroup.spawn({
+        command: "echo \"$PWD|$GREETING|${BASH_VERSION:+bash}|$CORRAL_SHELL_ID\"",
+        shell: "/bin/bash",
+        cwd: dir,
+        env: { GREETING: "hello" },
+        shellId: "corral-given"
+      })
+      yield* group.awaitExit
+      yield* outputComplete(group)
+      expect(yield* textOf(group)).toBe(`${dir}|hello|bash|corral-given\n`)
+      fs.rmSync(dir, { recursive: true })
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("does not let the caller's environment override the shell id", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: "echo $CORRAL_SHELL_ID", env: { CORRAL_SHELL_ID: "forged" } })
+      yield* group.awaitExit
+      yield* outputComplete(group)
+      expect(yield* textOf(group)).toBe(`${group.shellId}\n`)
+    }).pipe(Effect.scoped, withLimits()))
+})
+
+describe("ProcessGroup exit status", () => {
+  it.live("reports the exit code", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: "exit 7" })
+      expect(yield* group.awaitExit).toEqual({ _tag: "Exited", code: 7 })
+      expect(yield* group.exitStatus).toEqual(Option.some({ _tag: "Exited", code: 7 }))
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("reports the signal's name when the leader is killed", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: "kill -s KILL $$" })
+      expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGKILL" })
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("reports SIGTERM for a leader that a stop ended", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: ["sleep", "30"] })
+      const report = yield* group.stop()
+      expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
+      expect(report).toMatchObject({ pgid: group.pid, members: 1, escalated: false, survivors: [], escaped: [] })
+      expect(leftovers(group)).toEqual([])
+    }).pipe(Effect.scoped, withLimits()))
+})
+
+describe("ProcessGroup output", () => {
+  it.live("keeps stdout and stderr in arrival order, each chunk with its stream", () =>
+    Effect.gen(function*() {
+      // each line is written only once the test has seen the previous one,
+      // so the order of arrival across the two pipes is known
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-order-"))
+      const after = (n: number) => `while [ ! -e ${dir}/${n} ]; do sleep 0.01; done`
+      const group = yield* ProcessGroup.spawn({
+        command: `echo out1; ${after(1)}; echo err1 >&2; ${after(2)}; echo out2; ${after(3)}; echo err2 >&2`
+      })
+      for (const [n, line] of ["out1", "err1", "out2"].entries()) {
+        yield* waitFor(line, () => Effect.runSync(textOf(group)).includes(line) || undefined)
+        fs.writeFileSync(path.join(dir, String(n + 1)), "")
+      }
+      yield* group.awaitExit
+      yield* outputComplete(group)
+      fs.rmSync(dir, { recursive: true })
+      const chunks = yield* group.output.chunks
+      expect(chunks.map((c) => [c.stream, Buffer.from(c.bytes).toString()])).toEqual([
+        ["stdout", "out1\n"],
+        ["stderr", "err1\n"],
+        ["stdout", "out2\n"],
+        ["stderr", "err2\n"]
+      ])
+      expect(yield* textOf(group)).toBe("out1\nerr1\nout2\nerr2\n")
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("drains a command writing 5 MB as it runs, keeping only the last bufferBytes", () =>
+    Effect.gen(function*() {
+      const lines = 800_000
+      let size = 0
+      for (let n = 1; n <= lines; n++) size += String(n).length + 1
+      const group = yield* ProcessGroup.spawn({ command: ["seq", "1", String(lines)] })
+      // a pipe nobody reads fills at 64 KiB and blocks the writer forever
+      expect(yield* group.awaitExit.pipe(Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => "seq blocked" })))
+        .toEqual({ _tag: "Exited", code: 0 })
+      yield* outputComplete(group)
+      const stats = yield* group.output.stats
+      expect(stats.written).toBe(size)
+      expect(stats.written - stats.dropped).toBeLessThanOrEqual(64 * 1024)
+      const read = yield* group.output.readSince(0)
+      expect(read.dropped).toBe(stats.dropped)
+      expect(read.text.length).toBeGreaterThan(60 * 1024)
+      expect(read.text.endsWith("799999\n800000\n")).toBe(true)
+      expect((yield* group.output.tail(2)).text).toBe("799999\n800000\n")
+    }).pipe(Effect.scoped, withLimits({ bufferBytes: 64 * 1024 })))
+})
+
+describe("ProcessGroup stop calls", () => {
+  it.live("concurrent and repeated stops share the first stop's report", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: ["sleep", "30"] })
+      expect(yield* group.stopReport).toEqual(Option.none())
+      const [a, b] = yield* Effect.all([group.stop(), group.stop()], { concurrency: 2 })
+      expect(a).toBe(b)
+      expect(yield* group.stop()).toBe(a)
+      expect(yield* group.stopReport).toEqual(Option.some(a))
+      expect(a.signals.SIGTERM).toBe(1)
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("stopAll stops several groups together", () =>
+    Effect.gen(function*() {
+      const groups = yield* Effect.all([1, 2, 3].map(() => ProcessGroup.spawn({ command: ["sleep", "30"] })))
+      const reports = yield* ProcessGroup.stopAll(groups)
+      expect(reports.map((r) => r.pgid)).toEqual(groups.map((g) => g.pid))
+      for (const group of groups) {
+        expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
+        expect(leftovers(group)).toEqual([])
+      }
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("closing the scope stops a running group", () =>
+    Effect.gen(function*() {
+      const group = yield* Effect.scoped(ProcessGroup.spawn({ command: ["sleep", "30"] }))
+      expect(yield* group.stopReport).toMatchObject(Option.some({ members: 1, escalated: false }))
+      expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
+      expect(leftovers(group)).toEqual([])
+    }).pipe(withLimits()))
+})
+
+describe("ProcessGroup bad input", () => {
+  /** The spawn's error; a spawn that succeeds fails the test. */
+  const failure = (spec: ProcessGroup.SpawnSpec) => ProcessGroup.spawn(spec).pipe(Effect.scoped, Effect.flip, withLimits())
+
+  it.live("refuses an empty or blank command", () =>
+    Effect.gen(function*() {
+      for (const command of ["", "   \t\n", [], [""], ["  "]]) {
+        const error = yield* failure({ command })
+        expect(error).toBeInstanceOf(ProcessGroup.EmptyCommand)
+        expect(error.message).toMatch(/command is empty.*pass the command line to run/)
+      }
+    }))
+
+  it.live("refuses a NUL byte, naming the command and the fix", () =>
+    Effect.gen(function*() {
+      const cases = [["echo a\0b", "echo a\0b"], [["echo", "a\0b"], "a\0b"]] as const
+      for (const [command, named] of cases) {
+        const error = yield* failure({ command })
+        expect(error).toBeInstanceOf(ProcessGroup.InvalidCommand)
+        expect(error).toMatchObject({ command: named })
+        expect(error.message).toContain(JSON.stringify(named))
+        expect(error.message).toMatch(/NUL byte.*remove it/)
+      }
+    }))
+
+  it.live("refuses a missing working directory, naming it", () =>
+    Effect.gen(function*() {
+      const cwd = path.join(os.tmpdir(), "corral-no-such-dir", "deeper")
+      const error = yield* failure({ command: "true", cwd })
+      expect(error).toBeInstanceOf(ProcessGroup.InvalidCwd)
+      expect(error).toMatchObject({ cwd, reason: "missing" })
+      expect(error.message).toContain(cwd)
+      expect(error.message).toMatch(/does not exist: create it or pass an existing directory/)
+    }))
+
+  it.live("refuses a working directory that is a file, naming it", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-cwd-"))
+      const cwd = path.join(dir, "a-file")
+      fs.writeFileSync(cwd, "")
+      const error = yield* failure({ command: "true", cwd })
+      fs.rmSync(dir, { recursive: true })
+      expect(error).toMatchObject({ _tag: "InvalidCwd", cwd, reason: "not-a-directory" })
+      expect(error.message).toContain(cwd)
+      expect(error.message).toMatch(/not a directory: pass a directory/)
+    }))
+
+  it.live("fails with ENOENT for a missing executable, naming it", () =>
+    Effect.gen(function*() {
+      const error = yield* failure({ command: ["corral-no-such-program", "--flag"] })
+      expect(error).toBeInstanceOf(ProcessGroup.SpawnError)
+      expect(error).toMatchObject({ file: "corral-no-such-program", code: "ENOENT" })
+      expect(error.message).toBe("cannot run corral-no-such-program: not found: check the name and PATH")
+    }))
+
+  it.live("fails with EACCES for a file that is not executable, naming it", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-exec-"))
+      const file = path.join(dir, "script.sh")
+      fs.writeFileSync(file, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+      const error = yield* failure({ command: [file] })
+      fs.rmSync(dir, { recursive: true })
+      expect(error).toMatchObject({ _tag: "SpawnError", file, code: "EACCES" })
+      expect(error.message).toBe(`cannot run ${file}: permission denied: check that it is executable`)
+    }))
+
+  it.live("fails with ENOENT for a shell that does not exist", () =>
+    Effect.gen(function*() {
+      const error = yield* failure({ command: "echo hi", shell: "/nonexistent/sh" })
+      expect(error).toMatchObject({ _tag: "SpawnError", file: "/nonexistent/sh", code: "ENOENT" })
+      expect(error.message).toContain("/nonexistent/sh")
+    }))
+})

@@ -1,0 +1,180 @@
+import { spawn } from "node:child_process"
+import type { ProcessInfo } from "@corral/core"
+import { groupMembers, makeTestScript, ProcessTable, sessionMembers } from "@corral/core"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import { fakeProcess, kernelProcesses, waitFor } from "./helpers.js"
+
+const tableOf = (layer: typeof ProcessTable.layerLinux) => Effect.provide(ProcessTable, layer)
+
+/**
+ * `sh -c 'sleep 30; exit 0'` in a new session: two members. Cleanup kills
+ * the sleep first, so the shell reaps it and exits, and Node reaps the
+ * shell: nothing is orphaned.
+ */
+const twoMemberGroup = Effect.acquireRelease(
+  Effect.gen(function*() {
+    const leader = spawn("/bin/sh", ["-c", "sleep 30; exit 0"], { detached: true, stdio: "ignore" })
+    const exited = new Promise<void>((resolve) => leader.once("exit", () => resolve()))
+    const pid = leader.pid!
+    const child = yield* waitFor("the shell's sleep", () =>
+      kernelProcesses().find((p) => p.ppid === pid && p.comm === "sleep" && p.state === "S"))
+    return { pid, childPid: child.pid, exited }
+  }),
+  ({ childPid, exited, pid }) =>
+    Effect.promise(() => {
+      process.kill(childPid, "SIGKILL")
+      return Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 2_000))])
+    }).pipe(Effect.zipRight(Effect.sync(() => {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // already gone, as expected
+      }
+    })))
+)
+
+const identity = ({ comm, pgid, pid, ppid, sid }: ProcessInfo) => ({ pid, ppid, pgid, sid, comm })
+
+describe("ProcessTable on a real group", () => {
+  it.scopedLive("layerLinux and layerPs see the same members, groups and session", () =>
+    Effect.gen(function*() {
+      const group = yield* twoMemberGroup
+      const linux = yield* tableOf(ProcessTable.layerLinux)
+      const ps = yield* tableOf(ProcessTable.layerPs)
+      const fromLinux = sessionMembers(yield* linux.scan, group.pid).map(identity)
+      const fromPs = sessionMembers(yield* ps.scan, group.pid).map(identity)
+      const expected = [
+        { pid: group.pid, ppid: process.pid, pgid: group.pid, sid: group.pid, comm: "sh" },
+        { pid: group.childPid, ppid: group.pid, pgid: group.pid, sid: group.pid, comm: "sleep" }
+      ]
+      const byPid = (a: { pid: number }, b: { pid: number }) => a.pid - b.pid
+      expect(fromLinux.sort(byPid)).toEqual(expected)
+      expect(fromPs.sort(byPid)).toEqual(expected)
+      for (const table of [linux, ps]) {
+        const member = yield* table.lookup(group.childPid)
+        expect(Option.map(member, identity)).toEqual(Option.some(expected[1]))
+      }
+    }))
+
+  it.scopedLive("both layers give start times on the scale of their own `now`", () =>
+    Effect.gen(function*() {
+      const group = yield* twoMemberGroup
+      const ages = []
+      for (const layer of [ProcessTable.layerLinux, ProcessTable.layerPs]) {
+        const table = yield* tableOf(layer)
+        const leader = Option.getOrThrow(yield* table.lookup(group.pid))
+        ages.push((yield* table.now) - leader.startTime)
+      }
+      const [linuxAge, psAge] = ages as [number, number]
+      // ps has one-second resolution and its `now` is taken a second early
+      expect(linuxAge).toBeGreaterThanOrEqual(0)
+      expect(Math.abs(linuxAge - psAge)).toBeLessThanOrEqual(200)
+    }))
+
+  it.scopedLive("groupMembers and sessionMembers find both members of a live group", () =>
+    Effect.gen(function*() {
+      const group = yield* twoMemberGroup
+      const scan = yield* (yield* tableOf(ProcessTable.layer)).scan
+      const pids = (ps: ReadonlyArray<ProcessInfo>) => ps.map((p) => p.pid).sort((a, b) => a - b)
+      expect(pids(groupMembers(scan, group.pid))).toEqual([group.pid, group.childPid].sort((a, b) => a - b))
+      expect(pids(sessionMembers(scan, group.pid))).toEqual(pids(groupMembers(scan, group.pid)))
+    }))
+
+  it.live("layerLinux reads the CORRAL_SHELL_ID a process carries, wherever it sits in the environment", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf(ProcessTable.layerLinux)
+      const cases: ReadonlyArray<[NodeJS.ProcessEnv, string | undefined]> = [
+        [{ CORRAL_SHELL_ID: "corral-first", PATH: process.env.PATH }, "corral-first"],
+        [{ ...process.env, CORRAL_SHELL_ID: "corral-last" }, "corral-last"],
+        [{ PATH: process.env.PATH, NOT_CORRAL_SHELL_ID: "decoy" }, undefined]
+      ]
+      for (const [env, expected] of cases) {
+        // `read` keeps the shell alive until the test lets it go; Node reaps it
+        const child = spawn("/bin/sh", ["-c", "read x"], { env, stdio: ["pipe", "ignore", "ignore"] })
+        const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+        yield* waitFor("the shell", () => kernelProcesses().find((p) => p.pid === child.pid && p.comm === "sh"))
+        const tag = yield* table.shellIdOf(child.pid!)
+        child.stdin!.end("\n")
+        yield* Effect.promise(() => exited)
+        expect(tag).toEqual(Option.fromNullable(expected))
+      }
+      expect(yield* table.shellIdOf(process.pid)).toEqual(Option.none())
+    }))
+})
+
+describe("ProcessTable.signal", () => {
+  it.live("the real tables refuse pid <= 1, their own process and group, and non-integers", () =>
+    Effect.gen(function*() {
+      for (const layer of [ProcessTable.layerLinux, ProcessTable.layerPs]) {
+        const table = yield* tableOf(layer)
+        // SIGCONT: harmless even if a refusal were missing
+        for (const target of [0, 1, -1, process.pid, -process.pid, Number.NaN, 2.5]) {
+          expect(yield* table.signal(target, "SIGCONT"), `target ${target}`).toBe(false)
+        }
+      }
+    }))
+
+  it.live("the real table reports whether the kernel accepted the signal", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf(ProcessTable.layerLinux)
+      const child = spawn("sleep", ["30"], { stdio: "ignore" })
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_, signal) => resolve(signal)))
+      yield* waitFor("sleep to start", () => kernelProcesses().find((p) => p.pid === child.pid && p.comm === "sleep"))
+      expect(yield* table.signal(child.pid!, "SIGTERM")).toBe(true)
+      expect(yield* Effect.promise(() => exited)).toBe("SIGTERM")
+      // reaped by Node: the pid no longer exists
+      expect(yield* table.signal(child.pid!, "SIGTERM")).toBe(false)
+    }))
+})
+
+describe("ProcessTable.layerTest", () => {
+  it.effect("serves the scripted table, tags and clock, and records accepted signals", () =>
+    Effect.gen(function*() {
+      const leader = fakeProcess(5000)
+      const job = fakeProcess(5001, { pgid: 5001, sid: 5000 })
+      const script = yield* makeTestScript([leader, job], { shellIds: new Map([[5000, "corral-a"]]) })
+      const table = yield* Effect.provide(ProcessTable, ProcessTable.layerTest(script))
+      expect(yield* table.scan).toEqual([leader, job])
+      expect(yield* table.lookup(5001)).toEqual(Option.some(job))
+      expect(yield* table.lookup(7)).toEqual(Option.none())
+      expect(yield* table.shellIdOf(5000)).toEqual(Option.some("corral-a"))
+      yield* Ref.set(script.now, 1234)
+      expect(yield* table.now).toBe(1234)
+      expect(yield* table.signal(-5001, "SIGTERM")).toBe(true)
+      expect(yield* table.signal(6000, "SIGKILL")).toBe(false)
+      expect(yield* table.signal(1, "SIGKILL")).toBe(false)
+      expect(yield* table.signal(-1, "SIGKILL")).toBe(false)
+      expect(yield* table.signal(0, "SIGKILL")).toBe(false)
+      expect(yield* Ref.get(script.signals)).toEqual([
+        { target: -5001, signal: "SIGTERM" },
+        { target: 6000, signal: "SIGKILL" }
+      ])
+    }))
+})
+
+describe("groupMembers and sessionMembers", () => {
+  const leader = fakeProcess(5000)
+  const worker = fakeProcess(5002, { pgid: 5000, sid: 5000 })
+  const job = fakeProcess(5001, { pgid: 5001, sid: 5000 })
+  const zombie = fakeProcess(5003, { pgid: 5000, sid: 5000, state: "Z" })
+  const busyZombie = fakeProcess(5004, { pgid: 5000, sid: 5000, state: "Z", threads: 2 })
+  const dead = fakeProcess(5005, { pgid: 5001, sid: 5000, state: "X" })
+  const stranger = fakeProcess(6000)
+  const table = [leader, worker, job, zombie, busyZombie, dead, stranger]
+
+  it("groupMembers keeps the live members of one group, a zombie with live threads included", () => {
+    expect(groupMembers(table, 5000)).toEqual([leader, worker, busyZombie])
+  })
+
+  it("sessionMembers also finds the session's other (job-control) groups", () => {
+    expect(sessionMembers(table, 5000)).toEqual([leader, worker, job, busyZombie])
+  })
+
+  it("finds nothing for an unknown id", () => {
+    expect(groupMembers(table, 4999)).toEqual([])
+    expect(sessionMembers(table, 4999)).toEqual([])
+  })
+})
