@@ -1,1 +1,6 @@
-export {}
+export * as AcpShellRows from "./AcpShellRows.js"
+export * as McpTools from "./McpTools.js"
+export * from "./PermissionGate.js"
+export * as ShellTools from "./ShellTools.js"
+export * as ToolDefinition from "./ToolDefinition.js"
+export * from "./ToolResult.js"

@@ -1,0 +1,129 @@
+/**
+ * `corral mcp`: the shell tools served over the Model Context Protocol on
+ * stdin and stdout. stdout carries protocol messages only; anything else goes
+ * to stderr. When stdin closes or a termination signal arrives, every shell
+ * is stopped before corral exits; if corral is killed outright, the
+ * registry's watcher process stops them.
+ */
+import * as fs from "node:fs"
+import { Limits } from "@corral/core/Limits"
+import { ProcessTable } from "@corral/core/ProcessTable"
+import { ShellRegistry } from "@corral/core/ShellRegistry"
+import * as McpTools from "@corral/tools/McpTools"
+import { PermissionGate } from "@corral/tools/PermissionGate"
+import * as ShellTools from "@corral/tools/ShellTools"
+import * as McpServer from "@effect/ai/McpServer"
+import * as NodeSink from "@effect/platform-node/NodeSink"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import * as Cause from "effect/Cause"
+import type * as ConfigError from "effect/ConfigError"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Stream from "effect/Stream"
+import * as ExitCode from "./internal/exitCode.js"
+import type { McpArgs } from "./internal/mcpArgs.js"
+import * as McpArgsParser from "./internal/mcpArgs.js"
+import * as McpStdin from "./internal/mcpStdin.js"
+import * as Signals from "./internal/signals.js"
+import { printError, writeOut } from "./internal/stdio.js"
+import type { UsageError } from "./internal/usageError.js"
+
+export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D]
+
+Serves background shells to an AI agent over the Model Context Protocol
+(MCP) on stdin and stdout, with four tools: bash (foreground, or
+run_in_background), bash_output (new output, tail, filter, wait_for),
+kill_bash and list_shells. Every command runs in a process group of its own,
+and stopping one stops everything it started.
+
+When stdin closes, or on SIGINT, SIGTERM or SIGHUP, corral stops every shell
+before it exits. If corral itself is killed (SIGKILL), its watcher process
+stops them. Nothing but protocol messages is written to stdout.
+
+options:
+  --cwd DIR         where commands run unless a call gives workdir
+                    (default: the current directory)
+  --max-shells N    background shells at once (default 16, or CORRAL_MAX_SHELLS)
+  --grace D         how long a stop waits after SIGTERM before SIGKILL
+                    (default 3s, or CORRAL_GRACE)
+  -h, --help        print this help
+
+Durations are 500ms, 3s, 2m, 1h or bare seconds (1.5).
+
+To add it to an MCP client, for example in .mcp.json:
+  { "mcpServers": { "corral": { "command": "corral", "args": ["mcp"] } } }
+`
+
+/** Whose shells the MCP client's are: one client per server, so one owner. */
+const OWNER = "mcp"
+
+const version = (): string =>
+  JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
+
+const limitsLayer = (args: McpArgs) =>
+  Layer.merge(
+    ProcessTable.layer,
+    Limits.layerConfig({
+      ...(args.maxShells === undefined ? {} : { maxShells: args.maxShells }),
+      ...(args.grace === undefined ? {} : { grace: args.grace })
+    })
+  )
+
+const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>) =>
+  McpTools.layer.pipe(
+    Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
+    Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: NodeSink.stdout })),
+    Layer.provide(Layer.merge(ShellRegistry.layer({ name: "corral mcp" }), PermissionGate.layer)),
+    Layer.provide(limitsLayer(args))
+  )
+
+/**
+ * Serves until stdin closes (exit 0) or a signal arrives (128+N). The server
+ * reads a stdin that never ends, so noticing the close is this function's
+ * job alone; leaving the scope then stops every shell.
+ */
+const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
+  const signalled = yield* Signals.listen(Signals.terminationSignals)
+  const stdinClosed = yield* Deferred.make<void>()
+  const stdin = NodeStream.stdin.pipe(
+    Stream.onEnd(Deferred.succeed(stdinClosed, undefined)),
+    Stream.concat(Stream.never),
+    McpStdin.fillToolArguments
+  )
+  // in a fiber of its own: the stdio protocol interrupts the fiber that built it when it stops reading
+  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin)))
+  const stopped = Effect.raceFirst(Effect.as(Deferred.await(stdinClosed), 0), Effect.map(signalled, ExitCode.ofSignal))
+  // a server that cannot start (bad configuration) fails at once
+  return yield* Effect.raceFirst(Fiber.join(server), stopped)
+}, Effect.scoped)
+
+type McpError = UsageError | ConfigError.ConfigError
+
+const messageOf = (error: McpError): string =>
+  error._tag === "ConfigError" ? `bad configuration: ${error}` : error.message
+
+const program = (argv: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const parsed = yield* McpArgsParser.parse(argv)
+    if (parsed._tag === "Help") return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
+    return yield* serve(parsed.args)
+  }).pipe(
+    Effect.catchAll((error: McpError) => Effect.as(Effect.sync(() => printError(messageOf(error))), ExitCode.Failed)),
+    // the default logger writes to stdout, which belongs to the protocol
+    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)))
+  )
+
+/**
+ * Runs `corral mcp` with the words after `mcp`, then exits: stdin may still
+ * be open after a signal, and nothing else is left to wait for.
+ */
+export const main = (argv: ReadonlyArray<string>): void => {
+  void Effect.runPromiseExit(program(argv)).then((exit) => {
+    if (Exit.isFailure(exit)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
+    process.exit(Exit.isSuccess(exit) ? exit.value : ExitCode.Failed)
+  })
+}

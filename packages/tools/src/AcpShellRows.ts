@@ -1,0 +1,188 @@
+/**
+ * Background shells as Agent Client Protocol tool-call rows, so an editor
+ * shows them next to the agent's other tool calls: one row per shell, id
+ * `shell:<id>`, title the command, kind `execute`, output streaming into it.
+ *
+ * Status: `in_progress` while the shell runs (a lingering group counts as
+ * running); `completed` when it exited with code 0; `failed` for any other
+ * exit code, a failed start, a signal from outside corral, or a stop forced
+ * by the lifetime limit. A stop someone asked for (kill_bash, or the host
+ * shutting down) maps to `completed`: ending a dev server on request is its
+ * normal end, not an error. The row's text says how it ended either way.
+ *
+ * ACP's `tool_call_update` replaces the row's content, so each update carries
+ * the whole text kept for the row (its last `maxChars` characters). The
+ * output is flushed into the row before the update with the final status.
+ */
+import { randomUUID } from "node:crypto"
+import type { ShellEvent, ShellInfo, ShellStatus } from "@corral/core/ShellRegistry"
+import { isActive, ShellRegistry } from "@corral/core/ShellRegistry"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
+import * as Format from "./internal/format.js"
+
+export type ToolCallStatus = "pending" | "in_progress" | "completed" | "failed"
+
+export interface ToolCallContent {
+  readonly type: "content"
+  readonly content: { readonly type: "text"; readonly text: string }
+}
+
+export interface ToolCall {
+  readonly sessionUpdate: "tool_call"
+  readonly toolCallId: string
+  readonly title: string
+  readonly kind: "execute"
+  readonly status: ToolCallStatus
+  readonly content: ReadonlyArray<ToolCallContent>
+  readonly rawInput: { readonly command: string; readonly cwd: string }
+}
+
+export interface ToolCallUpdate {
+  readonly sessionUpdate: "tool_call_update"
+  readonly toolCallId: string
+  readonly status?: ToolCallStatus
+  /** Replaces the row's content. */
+  readonly content?: ReadonlyArray<ToolCallContent>
+  readonly rawOutput?: { readonly status: string; readonly exitCode?: number; readonly signal?: string }
+}
+
+export type SessionUpdate = ToolCall | ToolCallUpdate
+
+export const toolCallId = (shellId: string) => `shell:${shellId}`
+
+export const statusOf = (status: ShellStatus): ToolCallStatus => {
+  switch (status._tag) {
+    case "Running":
+    case "Lingering":
+    case "Stopping":
+      return "in_progress"
+    case "Exited":
+      return status.code === 0 ? "completed" : "failed"
+    case "Killed":
+      return status.by === "request" || status.by === "shutdown" ? "completed" : "failed"
+    case "FailedToStart":
+      return "failed"
+  }
+}
+
+const textContent = (text: string): ReadonlyArray<ToolCallContent> =>
+  text === "" ? [] : [{ type: "content", content: { type: "text", text } }]
+
+export const started = (info: ShellInfo, output = ""): ToolCall => ({
+  sessionUpdate: "tool_call",
+  toolCallId: toolCallId(info.id),
+  title: info.command,
+  kind: "execute",
+  status: statusOf(info.status),
+  content: textContent(output),
+  rawInput: { command: info.command, cwd: info.cwd }
+})
+
+export const outputUpdate = (shellId: string, output: string): ToolCallUpdate => ({
+  sessionUpdate: "tool_call_update",
+  toolCallId: toolCallId(shellId),
+  content: textContent(output)
+})
+
+/** The row's last update: its final status, and the output followed by how the shell ended. */
+export const ended = (info: ShellInfo, output: string): ToolCallUpdate => {
+  const status = info.status
+  const end = `[${Format.statusText(status)}]`
+  return {
+    sessionUpdate: "tool_call_update",
+    toolCallId: toolCallId(info.id),
+    status: statusOf(status),
+    content: textContent(output === "" ? end : `${output.replace(/\n?$/, "\n")}${end}`),
+    rawOutput: {
+      status: Format.statusText(status),
+      ...(status._tag === "Exited" ? { exitCode: status.code } : {}),
+      ...(status._tag === "Killed" ? { signal: status.signal } : {})
+    }
+  }
+}
+
+export interface StreamOptions {
+  /** Output updates per row come at most this often. Default 100 ms. */
+  readonly interval?: Duration.DurationInput | undefined
+  /** Characters of output a row keeps, its last ones. Default 30000. */
+  readonly maxChars?: number | undefined
+}
+
+const keepLast = (text: string, max: number) =>
+  text.length <= max ? text : `[... earlier output cut ...]\n${text.slice(text.length - max)}`
+
+/**
+ * The session updates for every shell of the registry: shells running when
+ * the stream starts, then each new one. Output is read with a cursor of the
+ * stream's own, so it takes nothing away from the agent's `bash_output`.
+ */
+export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate, never, ShellRegistry> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    const interval = options.interval ?? Duration.millis(100)
+    const maxChars = options.maxChars ?? 30_000
+    const reader = `acp:${randomUUID()}`
+    const events = yield* registry.subscribe
+    const updates = yield* Queue.unbounded<SessionUpdate>()
+    const followers = yield* FiberMap.make<string>()
+    const rows = new Map<string, string>()
+
+    const flush = (id: string) =>
+      Effect.gen(function*() {
+        const fresh = yield* Effect.orElseSucceed(Effect.map(registry.output(id, { reader }), (r) => r.text), () => "")
+        if (fresh === "" || !rows.has(id)) return
+        const text = keepLast(rows.get(id)! + fresh, maxChars)
+        rows.set(id, text)
+        yield* Queue.offer(updates, outputUpdate(id, text))
+      })
+
+    const follow = (id: string) =>
+      Effect.scoped(Effect.gen(function*() {
+        const live = yield* registry.follow(id)
+        yield* flush(id)
+        yield* Stream.runForEach(Stream.groupedWithin(live, 4096, interval), () => flush(id))
+      })).pipe(Effect.ignore)
+
+    const open = (info: ShellInfo) =>
+      Effect.gen(function*() {
+        if (rows.has(info.id)) return
+        rows.set(info.id, "")
+        yield* Queue.offer(updates, started(info))
+        yield* FiberMap.run(followers, info.id, follow(info.id))
+      })
+
+    const close = (info: ShellInfo) =>
+      Effect.gen(function*() {
+        yield* open(info)
+        const follower = yield* Effect.option(FiberMap.get(followers, info.id))
+        // the output has ended by the time a shell settles: the follower finishes its last read
+        if (Option.isSome(follower)) yield* Fiber.await(follower.value)
+        yield* flush(info.id)
+        yield* Queue.offer(updates, ended(info, rows.get(info.id)!))
+        rows.delete(info.id)
+      })
+
+    const onEvent = (event: ShellEvent) => {
+      switch (event._tag) {
+        case "Started":
+          return open(event.info)
+        case "Exited":
+        case "Killed":
+          return close(event.info)
+        case "Dropped":
+          return Effect.void
+      }
+    }
+
+    for (const info of yield* registry.list) {
+      if (isActive(info.status)) yield* open(info)
+    }
+    yield* Effect.forkScoped(Stream.runForEach(events, onEvent))
+    return Stream.fromQueue(updates)
+  }))

@@ -1,0 +1,86 @@
+/**
+ * The shell tools on an `@effect/ai` `McpServer`, with results as a model
+ * should read them: plain text, `isError` on failures, and the metadata under
+ * `_meta["corral/result"]`. `McpServer.toolkit` would send `JSON.stringify`
+ * of each result instead, and `structuredContent` is not used because several
+ * clients hand it to the model in place of the text.
+ */
+import * as McpSchema from "@effect/ai/McpSchema"
+import * as McpServer from "@effect/ai/McpServer"
+import * as Tool from "@effect/ai/Tool"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as ShellTools from "./ShellTools.js"
+import * as ToolDefinition from "./ToolDefinition.js"
+import type { ToolError, ToolResult } from "./ToolResult.js"
+
+/** Where a result's metadata goes in `_meta`. */
+export const META_KEY = "corral/result"
+
+export const describe = (tool: Tool.Any): McpSchema.Tool => {
+  const title = Option.getOrUndefined(Context.getOption(tool.annotations, Tool.Title))
+  return new McpSchema.Tool({
+    name: tool.name,
+    title,
+    description: tool.description,
+    inputSchema: ToolDefinition.parametersOf(tool),
+    annotations: new McpSchema.ToolAnnotations({
+      title,
+      readOnlyHint: Context.get(tool.annotations, Tool.Readonly),
+      destructiveHint: Context.get(tool.annotations, Tool.Destructive),
+      idempotentHint: Context.get(tool.annotations, Tool.Idempotent),
+      openWorldHint: Context.get(tool.annotations, Tool.OpenWorld)
+    })
+  })
+}
+
+const textResult = (text: string, isError: boolean, meta?: Record<string, unknown>) =>
+  new McpSchema.CallToolResult({
+    content: [{ type: "text", text }],
+    isError,
+    ...(meta === undefined ? {} : { _meta: { [META_KEY]: meta } })
+  })
+
+/** Arguments that do not fit the schema never reach a handler: say which and why. */
+const explainRejected = (name: string, error: unknown): string => {
+  const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
+  if (!ParseResult.isParseError(cause)) return `internal error in ${name}: ${String(error)}`
+  // an optional parameter's issues repeat for each member of its union: the first says it
+  const byPath = new Map<string, string>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(cause)) {
+    const where = issue.path.length === 0 ? "arguments" : issue.path.join(".")
+    if (!byPath.has(where)) byPath.set(where, issue.message)
+  }
+  const issues = [...byPath].map(([where, message]) => `${where}: ${message}`)
+  return `invalid arguments for ${name}: ${issues.join("; ")}. Check the parameter names and types in the tool's input schema.`
+}
+
+type Built = Effect.Effect.Success<typeof ShellTools.toolkit>
+
+const call = (built: Built, name: ShellTools.Tools[keyof ShellTools.Tools]["name"], payload: unknown) =>
+  built.handle(name, payload ?? {}).pipe(
+    Effect.map(({ isFailure, result }) =>
+      isFailure
+        ? textResult((result as ToolError).message, true, { error: (result as ToolError).reason })
+        : textResult((result as ToolResult).text, false, (result as ToolResult).metadata)
+    ),
+    Effect.catchAll((error) => Effect.succeed(textResult(explainRejected(name, error), true))),
+    Effect.catchAllDefect((defect) =>
+      Effect.succeed(textResult(`internal error in ${name}: ${Cause.pretty(Cause.die(defect))}`, true))
+    )
+  )
+
+/** Adds the four tools to the server; their handlers come from `ShellTools.layer`. */
+export const register = Effect.gen(function*() {
+  const server = yield* McpServer.McpServer
+  const built = yield* ShellTools.toolkit
+  for (const tool of Object.values(built.tools)) {
+    yield* server.addTool({ tool: describe(tool), handle: (payload) => call(built, tool.name, payload) })
+  }
+})
+
+export const layer = Layer.effectDiscard(register)

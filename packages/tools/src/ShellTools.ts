@@ -1,0 +1,140 @@
+/**
+ * `bash`, `bash_output`, `kill_bash` and `list_shells`, defined once as
+ * `@effect/ai` tools: the same toolkit serves Effect AI language models, an
+ * MCP server (`McpTools`) and hosts calling model APIs directly
+ * (`toolDefinitions`). The descriptions are written for the model: they are
+ * the only manual it gets.
+ */
+import type { Limits } from "@corral/core/Limits"
+import type { ProcessTable } from "@corral/core/ProcessTable"
+import type { ShellRegistry } from "@corral/core/ShellRegistry"
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Bash from "./internal/bash.js"
+import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
+import * as BashOutput from "./internal/bashOutput.js"
+import * as KillBash from "./internal/killBash.js"
+import * as ListShells from "./internal/listShells.js"
+import * as Settings from "./internal/settings.js"
+import type { PermissionGate } from "./PermissionGate.js"
+import * as ToolDefinition from "./ToolDefinition.js"
+import { ToolError, ToolResult } from "./ToolResult.js"
+
+export { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
+
+const integer = (description: string, bounds: { readonly minimum: number; readonly maximum?: number }) =>
+  Schema.Number.annotations({ description, jsonSchema: { type: "integer", description, ...bounds } })
+
+const text = (description: string) => Schema.String.annotations({ description })
+
+export const BashTool = Tool.make("bash", {
+  description: `Runs a shell command (/bin/sh -c) and returns its output, stdout and stderr interleaved, with its exit code.
+
+Foreground (the default) waits for the command to end, for at most \`timeout\` ms (default ${DEFAULT_TIMEOUT_MS}, 2 minutes; at most ${MAX_TIMEOUT_MS}, 10 minutes). On timeout the command and everything it started are stopped. Output longer than 30000 characters keeps its beginning and its end. When the command returns, anything it left running (\`cmd &\`) is stopped.
+
+Set run_in_background: true for dev servers, watchers, long builds and anything you want to keep running while you work. It returns at once with a shell id and the first output. Then:
+- read new output with bash_output. To wait until a server is ready, give bash_output wait_for (a regular expression such as "ready|listening") instead of sleeping or polling in a loop;
+- stop it with kill_bash as soon as you no longer need it. Always stop what you start.
+Do not background a command with \`&\`, \`nohup\` or \`setsid\`: use run_in_background, so it can be read and stopped.`,
+  parameters: {
+    command: Schema.String.annotations({
+      description: "The command line to run with /bin/sh -c. Quote paths that contain spaces.",
+      jsonSchema: { minLength: 1 }
+    }),
+    workdir: Schema.optional(text("Directory to run in: absolute, or relative to the server's working directory (the default). It must exist.")),
+    timeout: Schema.optional(integer(
+      `Foreground only: milliseconds to wait before the command and everything it started are stopped. Default ${DEFAULT_TIMEOUT_MS} (2 minutes), at most ${MAX_TIMEOUT_MS} (10 minutes). It does not apply with run_in_background: a background shell runs until it ends or kill_bash stops it.`,
+      { minimum: 1, maximum: MAX_TIMEOUT_MS }
+    )),
+    run_in_background: Schema.optional(Schema.Boolean.annotations({
+      description: "Start the command in the background and return at once with a shell id: for servers, watchers and long jobs. Read it with bash_output, stop it with kill_bash."
+    })),
+    description: Schema.optional(text("What the command does, in 5-10 words, for the person watching."))
+  },
+  success: ToolResult,
+  failure: ToolError,
+  failureMode: "return"
+}).annotate(Tool.Title, "Run a shell command")
+
+export const BashOutputTool = Tool.make("bash_output", {
+  description: `Reads the output of a background shell started with bash run_in_background, followed by a status line: running, exited with code N, killed by SIGTERM, ...
+
+By default it returns only what is new since your last read. tail_lines returns the last N lines kept instead; filter keeps only the lines matching a regular expression.
+wait_for waits until a new line matches a regular expression (such as "ready|listening|error"), the shell ends, or wait_timeout ms pass (default ${DEFAULT_WAIT_MS}, at most ${MAX_WAIT_MS}), then says which came first. Use it instead of sleep or repeated reads.`,
+  parameters: {
+    shell_id: Schema.optional(text("The id bash returned for the background shell, such as s1.")),
+    bash_id: Schema.optional(text("Another name for shell_id.")),
+    tail_lines: Schema.optional(integer("Return the last N lines kept, instead of what is new since your last read.", { minimum: 1 })),
+    filter: Schema.optional(text("Keep only the lines matching this regular expression (JavaScript syntax).")),
+    wait_for: Schema.optional(text("Wait for a new line matching this regular expression, or for the shell to end, before reading.")),
+    wait_timeout: Schema.optional(integer(
+      `With wait_for: milliseconds to wait at most. Default ${DEFAULT_WAIT_MS}, at most ${MAX_WAIT_MS}.`,
+      { minimum: 0, maximum: MAX_WAIT_MS }
+    ))
+  },
+  success: ToolResult,
+  failure: ToolError,
+  failureMode: "return"
+}).annotate(Tool.Title, "Read a background shell's output")
+  .annotate(Tool.Readonly, true)
+  .annotate(Tool.Idempotent, true)
+  .annotate(Tool.Destructive, false)
+  .annotate(Tool.OpenWorld, false)
+
+export const KillBashTool = Tool.make("kill_bash", {
+  description: `Stops a background shell and every process it started: SIGTERM, then SIGKILL for whatever ignores it past the grace period. Says what was stopped and how. Stop a shell as soon as you no longer need it (a dev server once you are done with it, a watcher). Its output stays readable with bash_output for 30 minutes.`,
+  parameters: {
+    shell_id: text("The id bash returned for the background shell, such as s1.")
+  },
+  success: ToolResult,
+  failure: ToolError,
+  failureMode: "return"
+}).annotate(Tool.Title, "Stop a background shell")
+  .annotate(Tool.Destructive, true)
+  .annotate(Tool.Idempotent, true)
+  .annotate(Tool.OpenWorld, false)
+
+export const ListShellsTool = Tool.make("list_shells", {
+  description: `Lists the background shells: id, status, how long it has run, command. Use it to find a shell's id, and before you finish, to check that nothing you started is still running.`,
+  success: ToolResult,
+  failure: ToolError,
+  failureMode: "return"
+}).annotate(Tool.Title, "List background shells")
+  .annotate(Tool.Readonly, true)
+  .annotate(Tool.Idempotent, true)
+  .annotate(Tool.Destructive, false)
+  .annotate(Tool.OpenWorld, false)
+
+export const toolkit = Toolkit.make(BashTool, BashOutputTool, KillBashTool, ListShellsTool)
+
+export type Tools = Toolkit.Tools<typeof toolkit>
+
+export interface Options {
+  /** Whose shells these are: `kill_bash` stops only the owner's own. Default `agent`. */
+  readonly owner?: string | undefined
+  /** Where commands run unless `workdir` says otherwise. Default: the process's working directory. */
+  readonly cwd?: string | undefined
+}
+
+/** The handlers, bound to one owner; the registry, limits and gate come from the host. */
+export const layer = (options: Options = {}): Layer.Layer<
+  Tool.HandlersFor<Tools>,
+  never,
+  ShellRegistry | Limits | ProcessTable | PermissionGate
+> =>
+  toolkit.toLayer(Effect.gen(function*() {
+    const context = yield* Effect.context<ShellRegistry | Limits | ProcessTable | PermissionGate>()
+    const settings = Settings.make(options)
+    return toolkit.of({
+      bash: (params) => Effect.provide(Bash.handle(params, settings), context),
+      bash_output: (params) => Effect.provide(BashOutput.handle(params, settings), context),
+      kill_bash: (params) => Effect.provide(KillBash.handle(params, settings), context),
+      list_shells: () => Effect.provide(ListShells.handle(settings), context)
+    })
+  }))
+
+/** Provider-neutral definitions (name, description, JSON Schema draft-07 parameters). */
+export const toolDefinitions = (): ReadonlyArray<ToolDefinition.ToolDefinition> => ToolDefinition.fromToolkit(toolkit)

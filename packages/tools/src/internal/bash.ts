@@ -1,0 +1,162 @@
+/** The `bash` tool: checks, the permission gate, then a foreground command or a background shell. */
+import * as path from "node:path"
+import { Limits } from "@corral/core/Limits"
+import * as DurationInput from "@corral/core/DurationInput"
+import { ShellRegistry } from "@corral/core/ShellRegistry"
+import type * as Tool from "@effect/ai/Tool"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { Decision, PermissionGate } from "../PermissionGate.js"
+import type { BashTool } from "../ShellTools.js"
+import type { ToolResult } from "../ToolResult.js"
+import { invalidInput, ToolError } from "../ToolResult.js"
+import { DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from "./bounds.js"
+import { cap } from "./cap.js"
+import { toToolError } from "./errors.js"
+import * as Format from "./format.js"
+import * as Foreground from "./foreground.js"
+import type { Settings } from "./settings.js"
+
+type Params = Tool.Parameters<typeof BashTool>
+
+/** How long a background start waits for the first output. */
+const FIRST_OUTPUT_MS = 200
+
+const validate = (params: Params, settings: Settings) =>
+  Effect.gen(function*() {
+    if (params.command.trim() === "") {
+      return yield* invalidInput("command is empty: pass the command line to run, for example `npm test`")
+    }
+    if (params.command.includes("\0")) {
+      return yield* invalidInput("command contains a NUL byte (\\0), which no process can receive: remove it")
+    }
+    if (params.workdir?.includes("\0")) {
+      return yield* invalidInput("workdir contains a NUL byte (\\0), which no path can hold: remove it")
+    }
+    const background = params.run_in_background === true
+    const timeout = params.timeout ?? DEFAULT_TIMEOUT_MS
+    if (!background && (!Number.isInteger(timeout) || timeout < 1)) {
+      return yield* invalidInput(`timeout must be a whole number of milliseconds, at least 1; got ${params.timeout}`)
+    }
+    if (!background && timeout > MAX_TIMEOUT_MS) {
+      return yield* invalidInput(
+        `timeout ${timeout} ms is over the maximum of ${MAX_TIMEOUT_MS} ms (10 minutes): for a longer command, set run_in_background: true and wait for it with bash_output wait_for`
+      )
+    }
+    return {
+      command: params.command,
+      description: params.description,
+      cwd: path.resolve(settings.cwd, params.workdir ?? "."),
+      background,
+      timeout,
+      timeoutIgnored: background && params.timeout !== undefined
+    }
+  })
+
+const permit = (command: string) =>
+  Effect.gen(function*() {
+    const gate = yield* PermissionGate
+    const subject = `bash ${command}`
+    const decision = yield* gate.check("bash", subject)
+    return yield* Decision.$match(decision, {
+      Allow: () => Effect.void,
+      Deny: ({ reason }) =>
+        new ToolError({
+          reason: "PermissionDenied",
+          message: `permission denied for \`${subject}\`: ${reason}. Do not retry it as is: take another approach, or ask the user.`
+        }),
+      Ask: ({ hint }) =>
+        new ToolError({
+          reason: "PermissionDenied",
+          message: `\`${subject}\` needs the user's approval, and this host has no way to ask for it. Tell the user what you want to run and why; they can allow it${
+            hint === undefined ? " in the host's settings" : `: ${hint}`
+          }, or run it themselves.`
+        })
+    })
+  })
+
+const ensureNewline = (text: string) => (text === "" || text.endsWith("\n") ? text : `${text}\n`)
+
+/** The lines after a foreground command's output: how it ended, and what had to be stopped. */
+const foregroundNotes = (done: Foreground.Finished, timeoutMs: number, grace: string): ReadonlyArray<string> => {
+  const took = Format.duration(done.durationMs)
+  const stopped = Format.stopText(done.stop, grace)
+  if (done.timedOut) {
+    return [
+      `[timed out after ${took} (timeout: ${timeoutMs} ms); stopped its process group, ${Format.count(done.stop.members, "process")}: ${stopped}]`,
+      `[to give it longer, pass a larger timeout (at most ${MAX_TIMEOUT_MS}), or run it with run_in_background: true and wait with bash_output wait_for]`
+    ]
+  }
+  const exit = Option.match(done.exit, { onNone: () => "its leader survived SIGKILL", onSome: Format.exitText })
+  const leftovers = done.stop.members === 0 ? [] : [
+    `[stopped ${Format.count(done.stop.members, "process")} the command left running (${stopped}). To keep a process running after the command returns, start it with run_in_background: true.]`
+  ]
+  return [`[${exit} after ${took}]`, ...leftovers]
+}
+
+const foreground = (command: string, cwd: string, timeoutMs: number, settings: Settings) =>
+  Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    const { grace } = yield* Limits
+    const tag = `${registry.supervisor.pid}:fg${settings.nextForeground()}`
+    const done = yield* Foreground.run({ command, cwd, shellId: tag }, Duration.millis(timeoutMs)).pipe(
+      Effect.mapError(toToolError)
+    )
+    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(done.output.text)
+    const exit = Option.getOrUndefined(done.exit)
+    return {
+      text: body + foregroundNotes(done, timeoutMs, DurationInput.format(grace)).join("\n"),
+      metadata: {
+        exit_code: exit?._tag === "Exited" ? exit.code : undefined,
+        signal: exit?._tag === "Signaled" ? exit.signal : undefined,
+        timed_out: done.timedOut,
+        duration_ms: done.durationMs,
+        output_chars: done.output.total,
+        cut_chars: done.output.cut,
+        left_running: done.timedOut ? 0 : done.stop.members,
+        stop: Format.stopMetadata(done.stop),
+        shell_tag: tag
+      }
+    } satisfies ToolResult
+  })
+
+type Input = Effect.Effect.Success<ReturnType<typeof validate>>
+
+const background = ({ command, cwd, description, timeoutIgnored }: Input, settings: Settings) =>
+  Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    const limits = yield* Limits
+    // the description names the shell where people look: `corral ls`, a host's panel
+    const started = yield* registry.start({ command, cwd }, { owner: settings.owner, name: description }).pipe(
+      Effect.mapError(toToolError)
+    )
+    yield* Effect.sleep(Duration.millis(FIRST_OUTPUT_MS))
+    // a look that moves no cursor: the first bash_output (and its wait_for) sees this output too
+    const first = yield* registry.output(started.id, { mode: "all" }).pipe(Effect.mapError(toToolError))
+    const now = yield* Clock.currentTimeMillis
+    const id = started.id
+    const output = cap(first.text, `read it in parts with bash_output tail_lines or filter`)
+    const lines = [
+      `Started background shell ${id} (pid ${started.pid}): ${command}`,
+      ...(timeoutIgnored ? ["(timeout does not apply to a background shell and was ignored)"] : []),
+      first.text === "" ? "No output yet." : `Output so far:\n${ensureNewline(output.text)}`.trimEnd(),
+      ...(first.dropped > 0 ? [Format.droppedNote(first.dropped, limits.bufferBytes, "Use filter or tail_lines to find what matters.")] : []),
+      Format.statusLine(first.info, now),
+      `Read its output with bash_output {"shell_id": "${id}"} (the first read starts from the beginning); to wait for a line such as "ready", add "wait_for": "ready|listening" instead of sleeping.`,
+      `Stop it, and everything it started, with kill_bash {"shell_id": "${id}"} as soon as you no longer need it.`
+    ]
+    return {
+      text: lines.join("\n"),
+      metadata: { ...Format.shellMetadata(first.info, now), background: true }
+    } satisfies ToolResult
+  })
+
+export const handle = Effect.fn("ShellTools.bash")(function*(params: Params, settings: Settings) {
+  const input = yield* validate(params, settings)
+  yield* permit(input.command)
+  return input.background
+    ? yield* background(input, settings)
+    : yield* foreground(input.command, input.cwd, input.timeout, settings)
+})

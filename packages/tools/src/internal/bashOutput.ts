@@ -1,0 +1,110 @@
+/** The `bash_output` tool: new output (or the tail), filtered, optionally after a wait, with the shell's status. */
+import { Limits } from "@corral/core/Limits"
+import type { OutputResult } from "@corral/core/ShellRegistry"
+import { ShellRegistry } from "@corral/core/ShellRegistry"
+import type * as Tool from "@effect/ai/Tool"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { BashOutputTool } from "../ShellTools.js"
+import type { ToolResult } from "../ToolResult.js"
+import { invalidInput } from "../ToolResult.js"
+import { DEFAULT_WAIT_MS, MAX_WAIT_MS } from "./bounds.js"
+import { cap } from "./cap.js"
+import { toToolError } from "./errors.js"
+import * as Format from "./format.js"
+import type { Settings } from "./settings.js"
+
+type Params = Tool.Parameters<typeof BashOutputTool>
+
+const checkPattern = (name: string, pattern: string | undefined) =>
+  Effect.suspend(() => {
+    if (pattern === undefined) return Effect.void
+    try {
+      new RegExp(pattern)
+      return Effect.void
+    } catch (cause) {
+      const reason = (cause as Error).message.replace(/^Invalid regular expression: /, "")
+      return invalidInput(
+        `${name} ${JSON.stringify(pattern)} is not a valid regular expression (${reason}): escape special characters such as ( [ { * + ? with a backslash to match them literally`
+      )
+    }
+  })
+
+const validate = (params: Params) =>
+  Effect.gen(function*() {
+    const id = params.shell_id ?? params.bash_id
+    if (id === undefined || id.trim() === "") {
+      return yield* invalidInput("shell_id is missing: pass the id bash returned when it started the background shell (list_shells shows them)")
+    }
+    if (params.bash_id !== undefined && params.shell_id !== undefined && params.bash_id !== params.shell_id) {
+      return yield* invalidInput(`shell_id "${params.shell_id}" and bash_id "${params.bash_id}" differ: pass only shell_id`)
+    }
+    const lines = params.tail_lines
+    if (lines !== undefined && (!Number.isInteger(lines) || lines < 1)) {
+      return yield* invalidInput(
+        `tail_lines must be a whole number, at least 1; got ${lines}. Leave it out to read what is new since your last read.`
+      )
+    }
+    const waitMs = params.wait_timeout ?? DEFAULT_WAIT_MS
+    if (!Number.isInteger(waitMs) || waitMs < 0) {
+      return yield* invalidInput(`wait_timeout must be a whole number of milliseconds, 0 or more; got ${params.wait_timeout}`)
+    }
+    if (waitMs > MAX_WAIT_MS) {
+      return yield* invalidInput(
+        `wait_timeout ${waitMs} ms is over the maximum of ${MAX_WAIT_MS} ms (10 minutes): wait that long at most, then call bash_output again`
+      )
+    }
+    yield* checkPattern("filter", params.filter)
+    yield* checkPattern("wait_for", params.wait_for)
+    return { id, lines, waitMs }
+  })
+
+const waitedText = (result: OutputResult, pattern: string, waitedMs: number): string => {
+  const after = Format.duration(waitedMs)
+  switch (result.waited) {
+    case "matched":
+      return `[wait_for /${pattern}/: a new line matched after ${after}]`
+    case "exited":
+      return `[wait_for /${pattern}/: the shell ended after ${after}, and no new line matched]`
+    default:
+      return `[wait_for /${pattern}/: no new line matched within ${after}; the shell is still running. Read the output above to see what it is doing, then wait again or stop it.]`
+  }
+}
+
+const emptyText = (params: Params) =>
+  params.filter !== undefined ? "(no matching lines)" : params.tail_lines !== undefined ? "(no output)" : "(no new output)"
+
+export const handle = Effect.fn("ShellTools.bash_output")(function*(params: Params, settings: Settings) {
+  const { id, lines, waitMs } = yield* validate(params)
+  const registry = yield* ShellRegistry
+  const limits = yield* Limits
+  const began = yield* Clock.currentTimeMillis
+  const result = yield* registry.output(id, {
+    mode: lines === undefined ? "new" : "tail",
+    lines,
+    filter: params.filter,
+    waitFor: params.wait_for,
+    waitMs,
+    reader: settings.reader
+  }).pipe(Effect.mapError(toToolError))
+  const now = yield* Clock.currentTimeMillis
+  const output = cap(result.text, "narrow it with filter or tail_lines")
+  const body = result.text === "" ? emptyText(params) : output.text.replace(/\n$/, "")
+  const notes = [
+    ...(params.wait_for === undefined ? [] : [waitedText(result, params.wait_for, now - began)]),
+    ...(params.wait_for === undefined && params.wait_timeout !== undefined ? ["[wait_timeout applies only with wait_for, and was ignored]"] : []),
+    ...(result.dropped > 0 ? [Format.droppedNote(result.dropped, limits.bufferBytes, "Read more often, or use filter.")] : []),
+    Format.statusLine(result.info, now)
+  ]
+  return {
+    text: [body, ...notes].join("\n"),
+    metadata: {
+      ...Format.shellMetadata(result.info, now),
+      dropped_bytes: result.dropped,
+      waited: result.waited,
+      waited_ms: params.wait_for === undefined ? undefined : now - began,
+      output_chars: output.total,
+      cut_chars: output.cut
+    }
+  } satisfies ToolResult
+})

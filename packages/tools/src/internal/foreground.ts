@@ -1,0 +1,77 @@
+/**
+ * A foreground command: its own process group, output kept head and tail,
+ * a time limit, and a stop of whatever it leaves behind. The status comes
+ * from the leader's exit, never from the pipes closing, so a grandchild that
+ * holds stdout open cannot make the call hang.
+ */
+import { StringDecoder } from "node:string_decoder"
+import type { StopReport } from "@corral/core/GroupStop"
+import type { OutputBuffer, OutputChunk } from "@corral/core/OutputBuffer"
+import * as ProcessGroup from "@corral/core/ProcessGroup"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import type { Capped } from "./cap.js"
+import { makeKeeper } from "./cap.js"
+
+export interface Finished {
+  readonly output: Capped
+  /** None when the leader outlived even SIGKILL (uninterruptible sleep). */
+  readonly exit: Option.Option<ProcessGroup.ExitStatus>
+  readonly timedOut: boolean
+  /** Until the leader exited, or the time limit. */
+  readonly durationMs: number
+  /** The stop after the leader exited or timed out; `members` counts what was left running. */
+  readonly stop: StopReport
+}
+
+const CUT_HINT = "to see all of it, redirect the output to a file (cmd > out.log 2>&1) and read it with grep, head or tail"
+
+/**
+ * Follows the output from its first byte. Subscribes before reading what is
+ * already retained, and skips by offset what both gave, so nothing is lost
+ * or doubled between the two.
+ */
+const keepOutput = (output: OutputBuffer) =>
+  Effect.gen(function*() {
+    const keeper = makeKeeper()
+    const decoder = new StringDecoder("utf8")
+    let next = 0
+    const take = (chunk: OutputChunk) => {
+      const end = chunk.offset + chunk.bytes.length
+      if (end <= next) return
+      keeper.push(decoder.write(chunk.bytes.subarray(Math.max(0, next - chunk.offset))))
+      next = end
+    }
+    const live = yield* output.live
+    for (const chunk of yield* output.chunks) take(chunk)
+    const follower = yield* Effect.forkScoped(Stream.runForEach(live, (chunk) => Effect.sync(() => take(chunk))))
+    return Fiber.join(follower).pipe(
+      Effect.map(() => {
+        keeper.push(decoder.end())
+        return keeper.result(CUT_HINT)
+      })
+    )
+  })
+
+export const run = (spec: ProcessGroup.SpawnSpec, timeout: Duration.Duration) =>
+  Effect.scoped(Effect.gen(function*() {
+    const began = yield* Clock.currentTimeMillis
+    const group = yield* ProcessGroup.spawn(spec)
+    const output = yield* keepOutput(group.output)
+    const exited = yield* Effect.timeoutOption(group.awaitExit, timeout)
+    const durationMs = (yield* Clock.currentTimeMillis) - began
+    // after a timeout this stops the command itself; after an exit, what it left behind
+    const stop = yield* group.stop()
+    return {
+      output: yield* output,
+      // the stop counts a zombie leader as gone before Node has reaped it
+      exit: Option.isSome(exited) ? exited : yield* Effect.timeoutOption(group.awaitExit, Duration.seconds(1)),
+      timedOut: Option.isNone(exited),
+      durationMs,
+      stop
+    } satisfies Finished
+  }))

@@ -1,0 +1,92 @@
+/** How the tools word statuses, durations and stops, and the metadata next to them. */
+import type { StopReport } from "@corral/core/GroupStop"
+import * as DurationInput from "@corral/core/DurationInput"
+import type { ExitStatus } from "@corral/core/ProcessGroup"
+import type { ShellInfo, ShellStatus, StopCause } from "@corral/core/ShellRegistry"
+
+export const duration = (ms: number): string => DurationInput.format(Math.max(0, ms))
+
+export const count = (n: number, noun: string, plural = `${noun}es`) => `${n} ${n === 1 ? noun : plural}`
+
+const stoppedBy: Record<StopCause, string> = {
+  request: "stopped on request",
+  lifetime: "stopped on reaching the shell lifetime limit",
+  shutdown: "stopped at shutdown"
+}
+
+export const exitText = (exit: ExitStatus): string =>
+  exit._tag === "Exited" ? `exited with code ${exit.code}` : `killed by ${exit.signal}`
+
+/** `running`, `exited with code N`, `killed by SIGTERM (stopped on request)`, ... */
+export const statusText = (status: ShellStatus): string => {
+  switch (status._tag) {
+    case "Running":
+      return "running"
+    case "Lingering":
+      return `running: the command ${exitText(status.exit)}, but ${count(status.members, "process")} it started still run`
+    case "Stopping":
+      return "stopping"
+    case "Exited":
+      return `exited with code ${status.code}`
+    case "Killed":
+      return `killed by ${status.signal}${status.by === undefined ? "" : ` (${stoppedBy[status.by]})`}`
+    case "FailedToStart":
+      return `failed to start: ${status.error}`
+  }
+}
+
+export const elapsedMs = (info: ShellInfo, now: number) => (info.endedAt ?? now) - info.startedAt
+
+/** The status with how long it has run, or ran: `running for 2m10s`, `exited with code 0 after 3.1s`. */
+export const statusWithTime = (info: ShellInfo, now: number): string => {
+  const time = duration(elapsedMs(info, now))
+  return info.endedAt === undefined ? `${statusText(info.status)}, for ${time}` : `${statusText(info.status)} after ${time}`
+}
+
+export const statusLine = (info: ShellInfo, now: number) => `[status: ${statusWithTime(info, now)}]`
+
+export const shellMetadata = (info: ShellInfo, now: number) => ({
+  shell_id: info.id,
+  command: info.command,
+  name: info.name,
+  cwd: info.cwd,
+  pid: info.pid,
+  owner: info.owner,
+  state: info.status._tag,
+  status: statusText(info.status),
+  exit_code: info.status._tag === "Exited" ? info.status.code : undefined,
+  signal: info.status._tag === "Killed" ? info.status.signal : undefined,
+  started_at: new Date(info.startedAt).toISOString(),
+  ended_at: info.endedAt === undefined ? undefined : new Date(info.endedAt).toISOString(),
+  elapsed_ms: elapsedMs(info, now)
+})
+
+/** How a stop went: `SIGTERM sufficed` or why it escalated, and what could not be contained. */
+export const stopText = (report: StopReport, grace: string): string => {
+  const how = report.escalated
+    ? `it escalated to SIGKILL because something ignored SIGTERM for the ${grace} grace period`
+    : "SIGTERM sufficed"
+  const notes = [
+    report.escaped.length > 0
+      ? `${count(report.escaped.length, "process")} had left the process group with setsid and ${report.escaped.length === 1 ? "was" : "were"} signalled by pid`
+      : undefined,
+    report.survivors.length > 0
+      ? `${count(report.survivors.length, "process")} survived SIGKILL (pids ${report.survivors.join(", ")}: uninterruptible sleep or no permission)`
+      : undefined
+  ].filter((n) => n !== undefined)
+  return [how, ...notes].join("; ")
+}
+
+export const stopMetadata = (report: StopReport) => ({
+  processes: report.members,
+  escalated: report.escalated,
+  duration_ms: report.durationMs,
+  escaped: report.escaped,
+  survivors: report.survivors
+})
+
+/** Bytes the output buffer dropped before a reader got to them, and what to do about it. */
+export const droppedNote = (dropped: number, bufferBytes: number, advice: string) =>
+  `[note: ${dropped} bytes of output were dropped before you read them: only the last ${
+    Math.round(bufferBytes / 1024)
+  } KiB are kept. ${advice}]`

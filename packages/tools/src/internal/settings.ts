@@ -1,0 +1,22 @@
+/** What the handlers of one owner share. */
+import * as path from "node:path"
+
+export interface Settings {
+  readonly owner: string
+  readonly cwd: string
+  /** Cursor name for "what is new" reads: each owner reads at its own pace. */
+  readonly reader: string
+  /** Numbers foreground commands for their `CORRAL_SHELL_ID`. */
+  readonly nextForeground: () => number
+}
+
+export const make = (options: { readonly owner?: string | undefined; readonly cwd?: string | undefined }): Settings => {
+  const owner = options.owner ?? "agent"
+  let foreground = 0
+  return {
+    owner,
+    cwd: path.resolve(options.cwd ?? process.cwd()),
+    reader: `tools:${owner}`,
+    nextForeground: () => ++foreground
+  }
+}

@@ -1,0 +1,108 @@
+import { Limits } from "@corral/core/Limits"
+import { ProcessTable } from "@corral/core/ProcessTable"
+import { ShellRegistry } from "@corral/core/ShellRegistry"
+import type { ShellStatus } from "@corral/core/ShellRegistry"
+import * as AcpShellRows from "@corral/tools/AcpShellRows"
+import { describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import { inPidNamespace, leftovers } from "./helpers.js"
+
+describe("AcpShellRows.statusOf", () => {
+  const cases: ReadonlyArray<readonly [ShellStatus, AcpShellRows.ToolCallStatus]> = [
+    [{ _tag: "Running" }, "in_progress"],
+    [{ _tag: "Lingering", exit: { _tag: "Exited", code: 0 }, members: 1 }, "in_progress"],
+    [{ _tag: "Stopping", by: "request" }, "in_progress"],
+    [{ _tag: "Exited", code: 0 }, "completed"],
+    [{ _tag: "Exited", code: 1 }, "failed"],
+    [{ _tag: "Killed", signal: "SIGTERM", by: "request" }, "completed"],
+    [{ _tag: "Killed", signal: "SIGKILL", by: "shutdown" }, "completed"],
+    [{ _tag: "Killed", signal: "SIGTERM", by: "lifetime" }, "failed"],
+    [{ _tag: "Killed", signal: "SIGKILL" }, "failed"],
+    [{ _tag: "FailedToStart", error: "ENOENT" }, "failed"]
+  ]
+  for (const [status, expected] of cases) {
+    it(`${JSON.stringify(status)} is ${expected}`, () => expect(AcpShellRows.statusOf(status)).toBe(expected))
+  }
+})
+
+const registryLayer = ShellRegistry.layer({ name: "acp test", crashSafety: false }).pipe(
+  Layer.provide(Layer.merge(Limits.layerWith({ grace: Duration.millis(300) }), ProcessTable.layer))
+)
+
+const isFinal = (u: AcpShellRows.SessionUpdate) => u.sessionUpdate === "tool_call_update" && u.status !== undefined
+
+const textOf = (u: AcpShellRows.SessionUpdate | undefined) => u?.content?.map((c) => c.content.text).join("") ?? ""
+
+/** Collects one shell's row, from its creation to its final status, while `act` drives the shell. */
+const rowOf = <E>(command: string, act: (id: string) => Effect.Effect<unknown, E, ShellRegistry>) =>
+  Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    const collecting = yield* AcpShellRows.stream({ interval: Duration.millis(20) }).pipe(
+      Stream.takeUntil(isFinal),
+      Stream.runCollect,
+      Effect.fork
+    )
+    const info = yield* registry.start({ command }, { owner: "acp" })
+    yield* act(info.id)
+    return Chunk.toReadonlyArray(yield* Fiber.join(collecting))
+  }).pipe(Effect.provide(registryLayer), Effect.tap(() => expect(leftovers()).toEqual([])))
+
+describe.skipIf(!inPidNamespace)("AcpShellRows.stream over real shells (kills orphan processes: needs the PID namespace of npm test)", () => {
+  it.live("one row: in_progress, the output as it comes, flushed before completed", () =>
+    Effect.gen(function*() {
+      const command = "sleep 0.2; echo one; sleep 0.2; echo two"
+      const updates = yield* rowOf(command, () => Effect.void)
+      const [first, ...rest] = updates
+      expect(first).toEqual({
+        sessionUpdate: "tool_call",
+        toolCallId: "shell:s1",
+        title: command,
+        kind: "execute",
+        status: "in_progress",
+        content: [],
+        rawInput: { command, cwd: process.cwd() }
+      })
+      const final = rest[rest.length - 1]!
+      const live = rest.slice(0, -1)
+      expect(live.length).toBeGreaterThanOrEqual(1)
+      expect(live.every((u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === "shell:s1" && u.status === undefined)).toBe(true)
+      expect(textOf(live[live.length - 1])).toBe("one\ntwo\n")
+      expect(final).toEqual({
+        sessionUpdate: "tool_call_update",
+        toolCallId: "shell:s1",
+        status: "completed",
+        content: [{ type: "content", content: { type: "text", text: "one\ntwo\n[exited with code 0]" } }],
+        rawOutput: { status: "exited with code 0", exitCode: 0 }
+      })
+    }))
+
+  it.live("a non-zero exit fails the row", () =>
+    Effect.gen(function*() {
+      const updates = yield* rowOf("sleep 0.2; echo broken >&2; exit 3", () => Effect.void)
+      expect(updates[updates.length - 1]).toMatchObject({
+        status: "failed",
+        content: [{ content: { text: "broken\n[exited with code 3]" } }],
+        rawOutput: { exitCode: 3 }
+      })
+    }))
+
+  it.live("a stop on request completes the row, saying how it was stopped", () =>
+    Effect.gen(function*() {
+      const updates = yield* rowOf("echo serving; sleep 30", (id) =>
+        Effect.gen(function*() {
+          const registry = yield* ShellRegistry
+          yield* registry.output(id, { waitFor: "serving", reader: "test" })
+          yield* registry.kill(id, { owner: "acp" })
+        }))
+      expect(updates[updates.length - 1]).toMatchObject({
+        status: "completed",
+        content: [{ content: { text: "serving\n[killed by SIGTERM (stopped on request)]" } }],
+        rawOutput: { signal: "SIGTERM" }
+      })
+    }))
+})

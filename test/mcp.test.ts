@@ -1,0 +1,238 @@
+/**
+ * `corral mcp` end to end: the real bin as a child process, the official MCP
+ * SDK client on the other end of its stdio, /proc to check what is left.
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { inPidNamespace } from "../packages/tools/test/helpers.js"
+import { corralBin, eventually, mcpServer } from "./fixtures/mcpHarness.js"
+
+/** Every line the server wrote to stdout is a JSON-RPC message. */
+const expectOnlyProtocol = (lines: ReadonlyArray<string>) => {
+  expect(lines.length).toBeGreaterThan(0)
+  for (const line of lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: "2.0" })
+}
+
+const devServer = fileURLToPath(new URL("./fixtures/mcpDevServer.mjs", import.meta.url))
+
+describe("corral mcp usage", () => {
+  it("prints its help, with the client configuration", () => {
+    const result = spawnSync(process.execPath, [corralBin, "mcp", "--help"], { encoding: "utf8" })
+    expect(result.status).toBe(0)
+    expect(result.stdout).toContain("usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D]")
+    expect(result.stdout).toContain(`{ "mcpServers": { "corral": { "command": "corral", "args": ["mcp"] } } }`)
+  })
+
+  const bad: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+    [["--max-shells", "0"], `corral: --max-shells needs a whole number of at least 1, like --max-shells 8; got "0"\n`],
+    [["--grace", "soon"], `corral: --grace: invalid duration "soon": use a number with an optional unit, like 500ms, 3s, 2m or 1h (bare numbers are seconds)\n`],
+    [["--cwd", "/no/such/dir"], "corral: --cwd /no/such/dir does not exist: pass an existing directory\n"],
+    [["serve"], `corral: Unexpected argument 'serve'. This command does not take positional arguments. corral mcp takes --cwd DIR, --max-shells N, --grace D and --help\n`]
+  ]
+  for (const [args, message] of bad) {
+    it(`refuses ${args.join(" ")} with exit status 125`, () => {
+      const result = spawnSync(process.execPath, [corralBin, "mcp", ...args], { encoding: "utf8" })
+      expect(result.status).toBe(125)
+      expect(result.stdout).toBe("")
+      expect(result.stderr).toBe(message)
+    })
+  }
+})
+
+describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exiting orphan processes: needs the PID namespace of npm test)", () => {
+  it.scopedLive("lists the four tools with their schemas and annotations", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const { tools } = yield* Effect.promise(() => server.client.listTools())
+      expect(tools.map((t) => t.name)).toEqual(["bash", "bash_output", "kill_bash", "list_shells"])
+      const byName = Object.fromEntries(tools.map((t) => [t.name, t]))
+      expect(byName.bash!.inputSchema).toMatchObject({
+        type: "object",
+        required: ["command"],
+        additionalProperties: false,
+        properties: { timeout: { type: "integer", maximum: 600_000 }, run_in_background: { type: "boolean" } }
+      })
+      expect(Object.keys(byName.bash_output!.inputSchema.properties!)).toEqual(
+        ["shell_id", "bash_id", "tail_lines", "filter", "wait_for", "wait_timeout"]
+      )
+      expect(byName.kill_bash!.inputSchema).toMatchObject({ required: ["shell_id"] })
+      expect(byName.list_shells!.inputSchema).toEqual({ type: "object", required: [], properties: {}, additionalProperties: false })
+      expect(byName.bash!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: true })
+      expect(byName.bash_output!.annotations).toMatchObject({ readOnlyHint: true, idempotentHint: true, destructiveHint: false })
+      expect(byName.list_shells!.annotations).toMatchObject({ readOnlyHint: true, idempotentHint: true, destructiveHint: false })
+      expect(byName.kill_bash!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true })
+      expect(byName.bash!.description).toContain("run_in_background")
+    }))
+
+  it.scopedLive("runs a foreground command and answers in plain text, metadata in _meta", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const result = yield* server.call("bash", { command: "echo hello" })
+      expect(result.isError).toBe(false)
+      expect(result.text).toMatch(/^hello\n\[exited with code 0 after \d+ms\]$/)
+      expect(result.meta).toMatchObject({ exit_code: 0, timed_out: false, left_running: 0 })
+      expectOnlyProtocol(server.stdoutLines)
+    }))
+
+  it.scopedLive("starts a background shell, polls it and sees it finish", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const started = yield* server.call("bash", { command: "echo one; sleep 0.5; echo two", run_in_background: true })
+      expect(started.text).toMatch(/^Started background shell s1 \(pid \d+\): echo one; sleep 0\.5; echo two\nOutput so far:\none\n\[status: running, for/)
+      let output = ""
+      for (let i = 0; i < 100 && !output.includes("[status: exited"); i++) {
+        output += (yield* server.call("bash_output", { shell_id: "s1" })).text + "\n"
+        yield* Effect.sleep("50 millis")
+      }
+      expect(output).toMatch(/^one\n/)
+      expect(output).toContain("two\n[status: exited with code 0 after")
+      expect((yield* server.call("list_shells")).text).toMatch(/^1 shell, 0 running:\nid +status +time +command\ns1 +exited with code 0 +\d/)
+    }))
+
+  it.scopedLive("waits for a ready line printed after a delay, reads the logs, stops the server and all it started", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      yield* server.call("bash", { command: `node ${devServer} 800`, run_in_background: true })
+      const ready = yield* server.call("bash_output", { shell_id: "s1", wait_for: "ready on", wait_timeout: 20_000 })
+      expect(ready.text).toMatch(/^dev server: compiling \(helper pid \d+\)\nready on http:\/\/127\.0\.0\.1:\d+\n\[wait_for \/ready on\/: a new line matched after [\d.]+m?s\]\n\[status: running, for/)
+      const url = /ready on (\S+)/.exec(ready.text)![1]!
+      const fetched = yield* server.call("bash", { command: `node -e "fetch('${url}/health').then(r => r.text()).then(console.log)"` })
+      expect(fetched.text).toMatch(/^hello from the dev server\n\n\[exited with code 0/)
+      expect((yield* server.call("bash_output", { shell_id: "s1" })).text).toMatch(/^GET \/health 200\n\[status: running/)
+      const killed = yield* server.call("kill_bash", { shell_id: "s1" })
+      // sh, node and its helper child (how many depends on whether sh execs its last command)
+      expect(killed.text).toMatch(/^Killed shell s1 \(node .*\): stopped \d processes in \d+m?s: SIGTERM sufficed\./)
+      expect(server.leftovers()).toEqual([])
+    }))
+
+  it.scopedLive("stops a stubborn shell, saying it escalated to SIGKILL", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer(["--grace", "300ms"])
+      yield* server.call("bash", { command: "trap '' TERM; echo armed; sleep 30 & wait", run_in_background: true })
+      yield* server.call("bash_output", { shell_id: "s1", wait_for: "armed" })
+      const killed = yield* server.call("kill_bash", { shell_id: "s1" })
+      expect(killed.isError).toBe(false)
+      expect(killed.text).toMatch(
+        /^Killed shell s1 \(trap '' TERM; echo armed; sleep 30 & wait\): stopped 2 processes in [\d.]+m?s: it escalated to SIGKILL because something ignored SIGTERM for the 300ms grace period\.\n/
+      )
+      expect(killed.text).toContain("[status: killed by SIGKILL (stopped on request)")
+      expect(killed.meta).toMatchObject({ killed: true, stop: { escalated: true, processes: 2 } })
+      expect(server.leftovers()).toEqual([])
+    }))
+
+  it.scopedLive("refuses a shell over the cap, naming the running ones, and starts once one is stopped", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer(["--max-shells", "2"])
+      yield* server.call("bash", { command: "sleep 30", run_in_background: true })
+      yield* server.call("bash", { command: "sleep 31", run_in_background: true })
+      const refused = yield* server.call("bash", { command: "sleep 32", run_in_background: true })
+      expect(refused).toMatchObject({
+        isError: true,
+        text: "2 background shells exist already, the limit: s1 (sleep 30), s2 (sleep 31). Stop one you no longer need with kill_bash, then start again."
+      })
+      yield* server.call("kill_bash", { shell_id: "s1" })
+      expect((yield* server.call("bash", { command: "sleep 32", run_in_background: true })).text).toMatch(/^Started background shell s3 /)
+    }))
+
+  it.scopedLive("answers every bad input with a tool error that says what to do", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      yield* server.call("bash", { command: "sleep 30", run_in_background: true })
+      // the registry words why an id is unknown; the tool adds where to look
+      const unknown = expect.stringMatching(/^no shell with id "s9" \(known ids: s1\)\. .* list_shells shows the shells there are\.$/)
+      const cases: ReadonlyArray<readonly [string, Record<string, unknown>, unknown]> = [
+        ["bash_output", { shell_id: "s9" }, unknown],
+        ["kill_bash", { shell_id: "s9" }, unknown],
+        ["bash_output", { shell_id: "s1", filter: "(" }, `filter "(" is not a valid regular expression (/(/: Unterminated group): escape special characters such as ( [ { * + ? with a backslash to match them literally`],
+        ["bash_output", { shell_id: "s1", wait_for: "*x" }, `wait_for "*x" is not a valid regular expression (/*x/: Nothing to repeat): escape special characters such as ( [ { * + ? with a backslash to match them literally`],
+        ["bash_output", { shell_id: "s1", tail_lines: 0 }, "tail_lines must be a whole number, at least 1; got 0. Leave it out to read what is new since your last read."],
+        ["bash_output", { shell_id: "s1", tail_lines: "ten" }, `invalid arguments for bash_output: tail_lines: Expected number, actual "ten". Check the parameter names and types in the tool's input schema.`],
+        ["bash", { command: "ls", timeout: 900_000 }, "timeout 900000 ms is over the maximum of 600000 ms (10 minutes): for a longer command, set run_in_background: true and wait for it with bash_output wait_for"],
+        ["bash", { command: "" }, "command is empty: pass the command line to run, for example `npm test`"],
+        ["bash", { command: "ls", workdir: "/no/such/dir" }, "working directory /no/such/dir does not exist: create it or pass an existing directory"],
+        ["bash", { command: "echo \u0000" }, "command contains a NUL byte (\\0), which no process can receive: remove it"],
+        ["bash", {}, `invalid arguments for bash: command: is missing. Check the parameter names and types in the tool's input schema.`]
+      ]
+      for (const [tool, args, message] of cases) {
+        const result = yield* server.call(tool, args)
+        expect({ tool, args, ...result }).toMatchObject({ tool, args, isError: true, text: message })
+      }
+      // still serving, nothing was started by the bad calls, and nothing but the protocol went to stdout
+      expect((yield* server.call("list_shells")).text).toMatch(/^1 shell, 1 running:/)
+      expectOnlyProtocol(server.stdoutLines)
+    }))
+
+  it.scopedLive("stops every shell, foreground ones too, when stdin closes, then exits 0", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer(["--grace", "300ms"])
+      yield* server.call("bash", { command: "sleep 30 & sleep 30 & wait", run_in_background: true })
+      yield* server.call("bash", { command: "trap '' TERM; echo armed; sleep 30", run_in_background: true })
+      yield* server.call("bash_output", { shell_id: "s2", wait_for: "armed" })
+      // a foreground call in flight when the client goes away
+      void server.client.callTool({ name: "bash", arguments: { command: "sleep 30" } }).catch(() => undefined)
+      yield* eventually("the foreground command to start", () => server.leftovers().length >= 6)
+      server.closeStdin()
+      expect(yield* server.exited).toEqual({ code: 0, signal: null })
+      expect(server.leftovers()).toEqual([])
+    }))
+
+  for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130], ["SIGHUP", 129]] as const) {
+    it.scopedLive(`stops every shell on ${signal}, then exits ${code}`, () =>
+      Effect.gen(function*() {
+        const server = yield* mcpServer(["--grace", "300ms"])
+        yield* server.call("bash", { command: "sleep 30 & wait", run_in_background: true })
+        yield* server.call("bash", { command: "trap '' TERM HUP INT; echo armed; sleep 30", run_in_background: true })
+        yield* server.call("bash_output", { shell_id: "s2", wait_for: "armed" })
+        yield* eventually("both shells to run", () => server.leftovers().length === 4)
+        server.signal(signal)
+        expect(yield* server.exited).toEqual({ code, signal: null })
+        expect(server.leftovers()).toEqual([])
+      }))
+  }
+
+  it.scopedLive("when killed outright, its watcher stops the shells", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer(["--grace", "300ms"])
+      yield* server.call("bash", { command: "sleep 30 & wait", run_in_background: true })
+      yield* eventually("the shell to run", () => server.leftovers().length === 2)
+      server.signal("SIGKILL")
+      expect(yield* server.exited).toEqual({ code: null, signal: "SIGKILL" })
+      yield* eventually("the watcher to stop the shells", () => server.leftovers().length === 0)
+    }))
+
+  it.scopedLive("stops a foreground command whose call the client cancels", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const controller = new AbortController()
+      const call = server.client.callTool({ name: "bash", arguments: { command: "sleep 30" } }, undefined, { signal: controller.signal })
+      const settled = call.then(() => "answered", () => "cancelled")
+      yield* eventually("the command to start", () => server.leftovers().length > 0)
+      controller.abort()
+      expect(yield* Effect.promise(() => settled)).toBe("cancelled")
+      yield* eventually("the command to be stopped", () => server.leftovers().length === 0)
+    }))
+
+  it.scopedLive("runs commands in --cwd unless a call gives workdir", () =>
+    Effect.gen(function*() {
+      const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "corral-mcp-cwd-")))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true })))
+      fs.mkdirSync(path.join(dir, "sub"))
+      const server = yield* mcpServer(["--cwd", dir])
+      expect((yield* server.call("bash", { command: "pwd" })).text).toMatch(new RegExp(`^${dir}\n`))
+      expect((yield* server.call("bash", { command: "pwd", workdir: "sub" })).text).toMatch(new RegExp(`^${dir}/sub\n`))
+    }))
+
+  it.scopedLive("accepts a tool call without arguments", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      expect(yield* server.call("list_shells")).toMatchObject({
+        isError: false,
+        text: "No background shells. Start one with bash run_in_background: true."
+      })
+    }))
+})
