@@ -27,12 +27,12 @@ const commands: Readonly<Record<string, Command>> = {
     synopsis: "run [--timeout D] [--grace D] [--verbose] [--] CMD [ARGS...]",
     summary: "run CMD in a process group of its own; stop all of it when CMD ends"
   },
-  mcp: { module: "Mcp", synopsis: "mcp", summary: "serve background shells to an AI agent over MCP (stdio)" },
-  ls: { module: "Ls", synopsis: "ls", summary: "list background shells" },
+  mcp: { module: "Mcp", synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]", summary: "serve background shells to an AI agent over MCP (stdio)" },
+  ls: { module: "Ls", synopsis: "ls [--json]", summary: "list the background shells of every corral supervisor on this machine" },
   show: { module: "Show", synopsis: "show ID", summary: "show one background shell" },
-  logs: { module: "Logs", synopsis: "logs ID", summary: "print a background shell's output" },
-  stop: { module: "Stop", synopsis: "stop ID", summary: "stop a background shell and everything it started" },
-  top: { module: "Top", synopsis: "top", summary: "watch background shells and their processes" }
+  logs: { module: "Logs", synopsis: "logs ID [-f]", summary: "print a background shell's output" },
+  stop: { module: "Stop", synopsis: "stop ID | stop --all", summary: "stop a background shell and everything it started" },
+  top: { module: "Top", synopsis: "top", summary: "a live view of every background shell; Enter follows one's output" }
 }
 
 const usage = () =>

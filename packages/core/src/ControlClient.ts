@@ -202,10 +202,7 @@ const stillAlive = (supervisor: Supervisor) =>
   Effect.repeat(Journal.isAlive(supervisor), { while: (alive) => alive, times: 10, schedule: Schedule.spaced("50 millis") })
 
 const protocolError = (error: Http.NoAnswer | Http.Refused) =>
-  new ControlError({
-    socket: error._tag === "NoAnswer" ? error.socket : "",
-    reason: error._tag === "NoAnswer" ? error.reason : error.body.message
-  })
+  new ControlError({ socket: error.socket, reason: error._tag === "NoAnswer" ? error.reason : error.body.message })
 
 const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
   const stateDir = options.stateDir ?? (yield* StateDir.resolve)
@@ -249,7 +246,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
 
   const visitAll = Effect.gen(function*() {
     const byPid = yield* journals
-    const pids = new Set([...byPid.keys(), ...socketPids(stateDir)])
+    const pids = new Set([...byPid.keys(), ...(yield* Effect.sync(() => socketPids(stateDir)))])
     const found = yield* Effect.forEach(pids, (pid) => visit(pid, byPid.get(pid)), { concurrency: "unbounded" })
     return found.flatMap(Option.toArray).sort((a, b) =>
       a.view.supervisor.startedAt - b.view.supervisor.startedAt || a.view.supervisor.pid - b.view.supervisor.pid

@@ -47,11 +47,19 @@ export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{ readonl
   }
 }
 
-export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{ readonly cwd: string; readonly reason: "missing" | "not-a-directory" }> {
+export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{
+  readonly cwd: string
+  readonly reason: "missing" | "not-a-directory" | "nul-byte"
+}> {
   override get message() {
-    return this.reason === "missing"
-      ? `working directory ${this.cwd} does not exist: create it or pass an existing directory`
-      : `working directory ${this.cwd} is not a directory: pass a directory`
+    switch (this.reason) {
+      case "missing":
+        return `working directory ${this.cwd} does not exist: create it or pass an existing directory`
+      case "not-a-directory":
+        return `working directory ${this.cwd} is not a directory: pass a directory`
+      case "nul-byte":
+        return `working directory ${JSON.stringify(this.cwd)} contains a NUL byte, which no path can hold: remove it`
+    }
   }
 }
 
@@ -102,6 +110,7 @@ const validate = (spec: SpawnSpec) =>
       return yield* new InvalidCommand({ command: withNul, reason: "it contains a NUL byte, which no process can receive: remove it" })
     }
     if (spec.cwd !== undefined) {
+      if (spec.cwd.includes("\0")) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "nul-byte" })
       const stat = fs.statSync(spec.cwd, { throwIfNoEntry: false })
       if (stat === undefined) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "missing" })
       if (!stat.isDirectory()) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "not-a-directory" })

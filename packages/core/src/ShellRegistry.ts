@@ -90,10 +90,15 @@ export interface OutputResult {
   readonly waited?: "matched" | "exited" | "timeout" | undefined
 }
 
-export class UnknownShell extends Data.TaggedError("UnknownShell")<{ readonly id: string; readonly known: ReadonlyArray<string> }> {
+export class UnknownShell extends Data.TaggedError("UnknownShell")<{
+  readonly id: string
+  readonly known: ReadonlyArray<string>
+  readonly retention: Duration.Duration
+}> {
   override get message() {
     const known = this.known.length === 0 ? "there are no shells" : `known ids: ${this.known.join(", ")}`
-    return `no shell with id "${this.id}" (${known}). Ids belong to the process that started them, and a shell is dropped 30 min after it ends.`
+    return `no shell with id "${this.id}" (${known}). Ids belong to the process that started them, ` +
+      `and a shell is dropped ${Duration.format(this.retention)} after it ends.`
   }
 }
 
@@ -156,6 +161,12 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
   readonly events: Stream.Stream<ShellEvent>
   /** Subscribes now, so no event after this point is missed. */
   readonly subscribe: Effect.Effect<Stream.Stream<ShellEvent>, never, Scope.Scope>
+  /**
+   * Puts a group started outside the registry (a foreground command) under
+   * the watcher for the scope's lifetime, so it too is stopped if the
+   * supervisor dies.
+   */
+  readonly guard: (group: ProcessGroup.ProcessGroup) => Effect.Effect<void, never, Scope.Scope>
   /** This supervisor's identity, as recorded in its journal. */
   readonly supervisor: Journal.Supervisor
   readonly stateDir: string
@@ -221,7 +232,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const lookup = (id: string) =>
     Effect.suspend(() => {
       const shell = shells.get(id)
-      return shell === undefined ? Effect.fail(new UnknownShell({ id, known: [...shells.keys()] })) : Effect.succeed(shell)
+      return shell === undefined ? Effect.fail(new UnknownShell({ id, known: [...shells.keys()], retention: limits.retention })) : Effect.succeed(shell)
     })
 
   const dropped = (shell: Shell) =>
@@ -379,6 +390,11 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     follow: (id) => Effect.flatMap(lookup(id), (shell) => shell.group.output.live),
     events: Stream.fromPubSub(hub),
     subscribe: Effect.map(PubSub.subscribe(hub), Stream.fromQueue),
+    guard: (group) =>
+      Option.match(watcher, {
+        onNone: () => Effect.void,
+        onSome: (w) => Effect.acquireRelease(w.add(group.target), () => w.remove(group.pid))
+      }),
     supervisor,
     stateDir
   })

@@ -19,6 +19,7 @@ import * as Api from "./controlApi.js"
 export class NoAnswer extends Data.TaggedError("NoAnswer")<{ readonly socket: string; readonly reason: string }> {}
 
 export class Refused extends Data.TaggedError("Refused")<{
+  readonly socket: string
   readonly status: number
   readonly body: typeof Api.ErrorResponse.Type
 }> {}
@@ -62,7 +63,7 @@ const send = (socket: string, method: "GET" | "POST", path: string) =>
     const body = yield* HttpClientResponse.schemaBodyJson(Api.ErrorResponse)(response).pipe(
       Effect.mapError(noAnswer(socket))
     )
-    return yield* new Refused({ status: response.status, body })
+    return yield* new Refused({ socket, status: response.status, body })
   })
 
 /** One request and its JSON answer; no answer within `timeout` counts as none. */

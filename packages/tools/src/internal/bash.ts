@@ -101,7 +101,7 @@ const foreground = (command: string, cwd: string, timeoutMs: number, settings: S
     const registry = yield* ShellRegistry
     const { grace } = yield* Limits
     const tag = `${registry.supervisor.pid}:fg${settings.nextForeground()}`
-    const done = yield* Foreground.run({ command, cwd, shellId: tag }, Duration.millis(timeoutMs)).pipe(
+    const done = yield* Foreground.run({ command, cwd, shellId: tag }, Duration.millis(timeoutMs), registry.guard).pipe(
       Effect.mapError(toToolError)
     )
     const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(done.output.text)

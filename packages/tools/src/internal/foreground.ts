@@ -13,6 +13,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Capped } from "./cap.js"
 import { makeKeeper } from "./cap.js"
@@ -57,10 +58,16 @@ const keepOutput = (output: OutputBuffer) =>
     )
   })
 
-export const run = (spec: ProcessGroup.SpawnSpec, timeout: Duration.Duration) =>
+/** `guard` keeps the group known to the supervisor's watcher while it runs. */
+export const run = (
+  spec: ProcessGroup.SpawnSpec,
+  timeout: Duration.Duration,
+  guard: (group: ProcessGroup.ProcessGroup) => Effect.Effect<void, never, Scope.Scope>
+) =>
   Effect.scoped(Effect.gen(function*() {
     const began = yield* Clock.currentTimeMillis
     const group = yield* ProcessGroup.spawn(spec)
+    yield* guard(group)
     const output = yield* keepOutput(group.output)
     const exited = yield* Effect.timeoutOption(group.awaitExit, timeout)
     const durationMs = (yield* Clock.currentTimeMillis) - began
