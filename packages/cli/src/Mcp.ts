@@ -6,6 +6,7 @@
  * registry's watcher process stops them.
  */
 import * as fs from "node:fs"
+import { ControlServer } from "@corral/core/ControlServer"
 import { Limits } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
 import { ShellRegistry } from "@corral/core/ShellRegistry"
@@ -73,11 +74,23 @@ const limitsLayer = (args: McpArgs) =>
     })
   )
 
+/**
+ * The control socket that `corral ls|show|logs|stop|top` talk to. Without it
+ * the server still works, so a socket that cannot be made is a warning.
+ */
+const controlEndpoint = Layer.scopedDiscard(
+  Layer.build(ControlServer.layer).pipe(
+    Effect.catchAll((error) => Effect.logWarning(`${error.message}; corral ls and corral stop will not see this server`))
+  )
+)
+
+const registryLayer = controlEndpoint.pipe(Layer.provideMerge(ShellRegistry.layer({ name: "corral mcp" })))
+
 const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>) =>
   McpTools.layer.pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
     Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: NodeSink.stdout })),
-    Layer.provide(Layer.merge(ShellRegistry.layer({ name: "corral mcp" }), PermissionGate.layer)),
+    Layer.provide(Layer.merge(registryLayer, PermissionGate.layer)),
     Layer.provide(limitsLayer(args))
   )
 

@@ -12,8 +12,8 @@ import * as TableCommand from "./internal/tableCommand.js"
 export const usage = `usage: corral show ID
 
 Prints the status of a background shell, then the output its supervisor
-retained (the newest bytes, up to CORRAL_BUFFER_BYTES). ID is
-<supervisor pid>:<shell id> as \`corral ls\` prints it, like 4242:s1.
+retained: the newest bytes, up to the supervisor's CORRAL_BUFFER_BYTES.
+ID is <supervisor pid>:<shell id> as \`corral ls\` prints it, like 4242:s1.
 
 options:
   -h, --help  print this help

@@ -54,8 +54,12 @@ export const write = (stateDir: string, entry: JournalEntry): Effect.Effect<void
     Effect.sync(() => StateDir.writePrivate(fileOf(stateDir, entry.supervisor.pid), JSON.stringify(entry)))
   )
 
+/** Deletes a supervisor's journal, and the control socket it may have left. */
 export const remove = (stateDir: string, pid: number): Effect.Effect<void> =>
-  Effect.sync(() => fs.rmSync(fileOf(stateDir, pid), { force: true }))
+  Effect.sync(() => {
+    fs.rmSync(fileOf(stateDir, pid), { force: true })
+    fs.rmSync(path.join(directory(stateDir), `${pid}.sock`), { force: true })
+  })
 
 /** Every journal in the state directory; unreadable files are skipped. */
 export const readAll = (stateDir: string): Effect.Effect<ReadonlyArray<JournalEntry>> =>

@@ -83,7 +83,7 @@ export const truncate = (text: string, max: number) => {
   return max <= 0 ? "" : chars.slice(0, max - 1).join("") + "…"
 }
 
-const padEnd = (text: string, columns: number) => text + " ".repeat(Math.max(0, columns - width(text)))
+export const padEnd = (text: string, columns: number) => text + " ".repeat(Math.max(0, columns - width(text)))
 
 export const supervisorLabel = (entry: ShellEntry) =>
   `${entry.supervisor.pid} ${truncate(oneLine(entry.supervisor.name), 20)}${entry.reach === "orphaned" ? " (dead)" : ""}`

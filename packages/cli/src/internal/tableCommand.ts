@@ -20,13 +20,27 @@ import { UsageError } from "./usageError.js"
 export const Failed = 1
 export const BadUsage = 2
 
-type Options = NonNullable<ParseArgsConfig["options"]>
+export interface Parsed {
+  readonly values: Readonly<Record<string, string | boolean | undefined>>
+  readonly positionals: ReadonlyArray<string>
+}
+
+const usageErrorOf = (command: string, options: NonNullable<ParseArgsConfig["options"]>, error: NodeJS.ErrnoException) => {
+  if (error.code !== "ERR_PARSE_ARGS_UNKNOWN_OPTION") return new UsageError({ message: `${command}: ${error.message}` })
+  const option = /'([^']+)'/.exec(error.message)?.[1] ?? "?"
+  const known = [...Object.keys(options).map((name) => `--${name}`), "--help"].join(", ")
+  return new UsageError({ message: `unknown option ${option} for ${command}: it takes ${known}` })
+}
 
 /** Options anywhere, `--help` included; the rest are positionals. */
-export const parse = <const O extends Options>(command: string, argv: ReadonlyArray<string>, options: O) =>
+export const parse = (
+  command: string,
+  argv: ReadonlyArray<string>,
+  options: NonNullable<ParseArgsConfig["options"]>
+): Either.Either<Parsed, UsageError> =>
   Either.try({
     try: () => parseArgs({ args: [...argv], options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true }),
-    catch: (error) => new UsageError({ message: `${command}: ${(error as Error).message}` })
+    catch: (error) => usageErrorOf(command, options, error as NodeJS.ErrnoException)
   })
 
 /** Colour only for a terminal, and never when NO_COLOR is set (https://no-color.org). */

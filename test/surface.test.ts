@@ -1,0 +1,219 @@
+/**
+ * `corral ls|show|logs|stop` end to end: real supervisors in child processes
+ * (a registry and its control endpoint each), the built `corral` bin, and
+ * /proc read directly to see what is left running.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import type { SupervisorProcess } from "./fixtures/surfaceProcesses.js"
+import { carrying, corral, isAlive, spawnCorral, stateDir, supervisor, waitFor, watcherOf } from "./fixtures/surfaceProcesses.js"
+
+/**
+ * A supervisor's watcher outlives it by a moment and is then reparented to
+ * PID 1, which on the machines corral is built on never reaps: outside the
+ * PID namespace `npm test` creates, every test here would leave zombies.
+ */
+const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
+const supervising = inPidNamespace ? describe : describe.skip
+
+interface LsShell {
+  readonly id: string
+  readonly reach: string
+  readonly info: { readonly status: { readonly _tag: string } }
+}
+
+const listed = (dir: string) =>
+  Effect.map(corral(dir, ["ls", "--json"]), (done) => (JSON.parse(done.stdout) as { shells: ReadonlyArray<LsShell> }).shells)
+
+/** Waits until `corral ls --json` shows the shell with the status. */
+const untilStatus = (dir: string, id: string, status: string) =>
+  Effect.gen(function*() {
+    const until = Date.now() + 10_000
+    while (Date.now() < until) {
+      const shell = (yield* listed(dir)).find((s) => s.id === id)
+      if (shell?.info.status._tag === status) return shell
+      yield* Effect.sleep(100)
+    }
+    return yield* Effect.dieMessage(`${id} never reached ${status}`)
+  })
+
+/** Rows of /proc/net/unix bound to `socket`: the listener, plus one per connection not yet accepted. */
+const socketRows = (socket: string) => fs.readFileSync("/proc/net/unix", "utf8").split("\n").filter((l) => l.endsWith(` ${socket}`)).length
+
+const tagsOf = (s: SupervisorProcess) => `${s.pid}:`
+
+supervising("corral ls, show, logs and stop across supervisors", () => {
+  it.scopedLive("ls shows every supervisor's shells in one table, with the glyph grammar and no colour when piped", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const a = yield* supervisor(dir, "agent-a", ["echo hello; sleep 60", "exit 3"])
+      const b = yield* supervisor(dir, "agent-b", ["sleep 60", "true"])
+      yield* untilStatus(dir, a.id(2), "Exited")
+      yield* untilStatus(dir, b.id(2), "Exited")
+
+      const done = yield* corral(dir, ["ls"])
+      expect(done.code).toBe(0)
+      expect(done.stdout).not.toContain("\x1b")
+      const lines = done.stdout.trimEnd().split("\n")
+      expect(lines[0]).toMatch(/^\s+ID\s+SUPERVISOR\s+STATUS\s+ELAPSED\s+COMMAND$/)
+      const row = (id: string) => lines.find((l) => l.includes(` ${id} `))
+      expect(row(a.id(1))).toMatch(new RegExp(`^▶  ${a.id(1)} +${a.pid} agent-a +running +\\d+s +echo hello; sleep 60$`))
+      expect(row(a.id(2))).toMatch(new RegExp(`^✗  ${a.id(2)} +${a.pid} agent-a +exited 3 +\\d+s +exit 3$`))
+      expect(row(b.id(1))).toMatch(new RegExp(`^▶  ${b.id(1)} +${b.pid} agent-b +running +\\d+s +sleep 60$`))
+      expect(row(b.id(2))).toMatch(new RegExp(`^✓  ${b.id(2)} +${b.pid} agent-b +exited 0 +\\d+s +true$`))
+      expect(lines).toHaveLength(5)
+
+      const shells = yield* listed(dir)
+      expect(shells.map((s) => [s.id, s.reach]).sort()).toEqual(
+        [a.id(1), a.id(2), b.id(1), b.id(2)].sort().map((id) => [id, "live"])
+      )
+    }))
+
+  it.scopedLive("show prints the status and retained output; logs -f follows the output until the shell is stopped", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const a = yield* supervisor(dir, "agent-a", ["echo hello; sleep 60"])
+      const b = yield* supervisor(dir, "agent-b", ["i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done"])
+
+      const shown = yield* corral(dir, ["show", a.id(1)])
+      expect(shown.code).toBe(0)
+      expect(shown.stdout).toMatch(new RegExp(`^${a.id(1)}  ▶ running  \\d+s\\ncommand     echo hello; sleep 60\\n`))
+      expect(shown.stdout).toContain(`supervisor  ${a.pid} agent-a\n`)
+      expect(shown.stdout).toContain(`pid         ${a.shells[0]!.pid} `)
+      expect(shown.stdout).toMatch(/--- output: 6 bytes retained ---\nhello\n$/)
+      expect((yield* corral(dir, ["logs", a.id(1)])).stdout).toBe("hello\n")
+
+      const following = yield* spawnCorral(dir, ["logs", "-f", b.id(1)])
+      yield* waitFor("live ticks", () => (/tick 30\n/.test(following.stdout()) ? true : undefined))
+      const stopped = yield* corral(dir, ["stop", b.id(1)])
+      expect(stopped.code).toBe(0)
+      expect(stopped.stdout).toMatch(new RegExp(`^${b.id(1)} \\(i=0; while .*\\): stopped group ${b.shells[0]!.pid} in \\d+ms: SIGTERM sufficed, \\d+ process(es)?\\n$`))
+      const followed = yield* following.finished
+      expect(followed.code).toBe(0)
+      const ticks = followed.stdout.trimEnd().split("\n")
+      expect(ticks.length).toBeGreaterThanOrEqual(30)
+      expect(ticks).toEqual(ticks.map((_, i) => `tick ${i + 1}`))
+      expect(carrying(tagsOf(b))).toEqual([])
+      expect((yield* untilStatus(dir, b.id(1), "Killed")).info.status).toMatchObject({ by: "request" })
+    }))
+
+  it.scopedLive("stop --all stops every running shell of every supervisor, TERM-ignoring ones too, and nothing is left", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const a = yield* supervisor(dir, "agent-a", ["sleep 60", "trap '' TERM; sleep 60 & wait"])
+      const b = yield* supervisor(dir, "agent-b", ["sleep 60 & sleep 60 & wait", "true"])
+      yield* untilStatus(dir, b.id(2), "Exited")
+
+      const done = yield* corral(dir, ["stop", "--all"])
+      expect(done.code).toBe(0)
+      const lines = done.stdout.trimEnd().split("\n").sort()
+      expect(lines).toHaveLength(3)
+      expect(lines.find((l) => l.startsWith(`${a.id(1)} `))).toMatch(/: stopped group \d+ in \d+ms: SIGTERM sufficed/)
+      expect(lines.find((l) => l.startsWith(`${a.id(2)} `))).toMatch(/: stopped group \d+ in \d+ms: escalated to SIGKILL/)
+      expect(lines.find((l) => l.startsWith(`${b.id(1)} `))).toMatch(/: stopped group \d+ in \d+ms: SIGTERM sufficed, 3 processes/)
+      expect(carrying(tagsOf(a))).toEqual([])
+      expect(carrying(tagsOf(b))).toEqual([])
+
+      const table = yield* corral(dir, ["ls"])
+      expect(table.stdout.split("\n").filter((l) => l.startsWith("■")).length).toBe(3)
+      expect((yield* corral(dir, ["stop", "--all"])).stdout).toBe("no running shells\n")
+    }))
+
+  it.scopedLive("refuses a stop for a shell that does not exist, listing the ids that do", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const a = yield* supervisor(dir, "agent-a", ["sleep 60"])
+      const b = yield* supervisor(dir, "agent-b", ["sleep 60"])
+      for (const id of [`${a.pid}:s9`, `${process.pid + 100000}:s1`]) {
+        const refused = yield* corral(dir, ["stop", id])
+        expect(refused.code).toBe(1)
+        expect(refused.stderr).toContain(`no shell with id ${id} (known ids: `)
+        expect(refused.stderr).toContain(a.id(1))
+        expect(refused.stderr).toContain(b.id(1))
+      }
+      const malformed = yield* corral(dir, ["stop", "s1"])
+      expect(malformed.code).toBe(2)
+      expect(malformed.stderr).toContain("expected <supervisor pid>:<shell id>, like 4242:s1")
+      const missing = yield* corral(dir, ["show"])
+      expect(missing.code).toBe(2)
+      expect(missing.stderr).toContain("show needs the id of a shell")
+      for (const shell of [...a.shells, ...b.shells]) expect(isAlive(shell.pid)).toBe(true)
+    }))
+
+  it.scopedLive("keeps the socket 0600 and the directory 0700, and removes the socket when the supervisor ends", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const supervisors = path.join(dir, "supervisors")
+      const socket = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* supervisor(dir, "agent-a", ["sleep 60"])
+        expect(a.socket).toBe(path.join(supervisors, `${a.pid}.sock`))
+        expect(fs.statSync(a.socket).isSocket()).toBe(true)
+        expect(fs.statSync(a.socket).mode & 0o777).toBe(0o600)
+        expect(fs.statSync(supervisors).mode & 0o777).toBe(0o700)
+        expect(fs.statSync(dir).mode & 0o777).toBe(0o700)
+        return a.socket
+      }))
+      expect(fs.existsSync(socket)).toBe(false)
+      expect(fs.readdirSync(supervisors)).toEqual([])
+    }))
+
+  it.scopedLive("a supervisor SIGKILLed while ls asks it: its shells show as orphaned, stop directly, and its watcher stops the rest", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const doomed = yield* supervisor(dir, "doomed", ["sleep 60", "sleep 61"])
+      const steady = yield* supervisor(dir, "steady", ["sleep 60"])
+      const watcher = yield* waitFor("the watcher", () => watcherOf(doomed.pid))
+      // held still, the watcher cannot stop the orphans before ls sees them
+      yield* Effect.acquireRelease(
+        Effect.sync(() => process.kill(watcher, "SIGSTOP")),
+        () => Effect.sync(() => isAlive(watcher) && process.kill(watcher, "SIGCONT"))
+      )
+      // held still, the supervisor accepts ls's connection but never answers it
+      process.kill(doomed.pid, "SIGSTOP")
+      const ls = yield* spawnCorral(dir, ["ls"])
+      yield* waitFor("ls to connect", () => (socketRows(doomed.socket) >= 2 ? true : undefined))
+      process.kill(doomed.pid, "SIGKILL")
+
+      const seen = yield* ls.finished
+      expect(seen.code).toBe(0)
+      const row = (id: string) => seen.stdout.split("\n").find((l) => l.includes(` ${id} `))
+      expect(row(doomed.id(1))).toMatch(new RegExp(`^▶  ${doomed.id(1)} +${doomed.pid} doomed \\(dead\\) +orphaned +\\d+s +sleep 60$`))
+      expect(row(doomed.id(2))).toMatch(/orphaned +\d+s +sleep 61$/)
+      expect(row(steady.id(1))).toMatch(/running +\d+s +sleep 60$/)
+
+      const logs = yield* corral(dir, ["logs", doomed.id(2)])
+      expect(logs.code).toBe(1)
+      expect(logs.stderr).toContain(`held by its supervisor ${doomed.pid} (doomed), which died`)
+
+      const stopped = yield* corral(dir, ["stop", doomed.id(1)])
+      expect(stopped.code).toBe(0)
+      expect(stopped.stdout).toMatch(new RegExp(`^${doomed.id(1)} \\(orphaned, sleep 60\\): stopped group ${doomed.shells[0]!.pid} in \\d+ms: SIGTERM sufficed`))
+      expect(carrying(doomed.shells[0]!.tag)).toEqual([])
+      expect(isAlive(doomed.shells[1]!.pid)).toBe(true)
+
+      process.kill(watcher, "SIGCONT")
+      yield* waitFor("the watcher to stop the last orphan", () => (carrying(tagsOf(doomed)).length === 0 ? true : undefined))
+      const after = yield* listed(dir)
+      expect(after.map((s) => s.id)).toEqual([steady.id(1)])
+    }))
+
+  it.scopedLive("a supervisor that does not answer: its shells show from its journal, and a stop is refused with the reason", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const stuck = yield* supervisor(dir, "stuck", ["sleep 60"])
+      yield* Effect.acquireRelease(
+        Effect.sync(() => process.kill(stuck.pid, "SIGSTOP")),
+        () => Effect.sync(() => process.kill(stuck.pid, "SIGCONT"))
+      )
+      const seen = yield* corral(dir, ["ls"])
+      expect(seen.code).toBe(0)
+      expect(seen.stdout).toMatch(new RegExp(`^▶  ${stuck.id(1)} +${stuck.pid} stuck +no answer +\\d+s +sleep 60$`, "m"))
+      expect(seen.stdout).toContain(`supervisor ${stuck.pid} (stuck) does not answer: it did not answer in time`)
+      const refused = yield* corral(dir, ["stop", stuck.id(1)])
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain(`supervisor ${stuck.pid} (stuck) of shell ${stuck.id(1)} is alive but does not answer`)
+      expect(isAlive(stuck.shells[0]!.pid)).toBe(true)
+    }))
+})
