@@ -54,7 +54,6 @@ describe("the glyph grammar (ADR-0064)", () => {
     ["stopped at its lifetime", entry("s1", { _tag: "Killed", signal: "SIGKILL", by: "lifetime" }), "■", "lifetime over"],
     ["killed from outside with SIGTERM", entry("s1", { _tag: "Killed", signal: "SIGTERM" }), "■", "killed SIGTERM"],
     ["a crash by signal", entry("s1", { _tag: "Killed", signal: "SIGSEGV" }), "✗", "killed SIGSEGV"],
-    ["a failed start", entry("s1", { _tag: "FailedToStart", error: "ENOENT" }), "✗", "failed to start"],
     ["an orphan", entry("s1", { _tag: "Running" }, { reach: "orphaned" }), "▶", "orphaned"]
   ]
   for (const [name, shell, glyph, label] of cases) {

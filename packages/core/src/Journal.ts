@@ -119,7 +119,7 @@ export interface Reaped {
 export const reapDead = Effect.fn("Journal.reapDead")(function*(stateDir: string) {
   const reaped: Array<Reaped> = []
   for (const entry of yield* readAll(stateDir)) {
-    if (entry.supervisor.pid === process.pid || (yield* isAlive(entry.supervisor))) continue
+    if (yield* isAlive(entry.supervisor)) continue
     const verified = yield* Effect.filter(entry.shells, verify)
     const reports = verified.length === 0 ? [] : yield* GroupStop.stopGroups(verified.map(targetOf))
     for (const [i, shell] of verified.entries()) {

@@ -39,7 +39,6 @@ export type ShellStatus =
   | { readonly _tag: "Exited"; readonly code: number }
   /** `by` is absent when the signal came from outside corral. */
   | { readonly _tag: "Killed"; readonly signal: string; readonly by?: StopCause | undefined }
-  | { readonly _tag: "FailedToStart"; readonly error: string }
 
 export const isActive = (status: ShellStatus) =>
   status._tag === "Running" || status._tag === "Lingering" || status._tag === "Stopping"
@@ -254,8 +253,9 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     Ref.update(shell.status, (s): ShellStatus => (s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Stopping", by } : s))
 
   /**
-   * Moves the shell to its final status once, whoever gets here first: a
-   * shell marked as stopping was killed by corral, any other simply ended.
+   * Moves the shell to its final status once, whoever gets here first. It
+   * was killed by corral only if a stop was asked for and signalled someone;
+   * a stop that found the group already empty means it ended by itself.
    */
   const settle = (shell: Shell, report: StopReport) =>
     eventLock.withPermits(1)(Effect.gen(function*() {
@@ -263,7 +263,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       if (!isActive(current)) return
       const exit = yield* shell.group.exitStatus
       const signal = Option.isSome(exit) && exit.value._tag === "Signaled" ? exit.value.signal : undefined
-      const final: ShellStatus = current._tag === "Stopping"
+      const byCorral = current._tag === "Stopping" && report.signals.SIGTERM + report.signals.SIGKILL > 0
+      const final: ShellStatus = byCorral
         ? { _tag: "Killed", signal: signal ?? (report.escalated ? "SIGKILL" : "SIGTERM"), by: current.by }
         : signal !== undefined
         ? { _tag: "Killed", signal }
@@ -271,7 +272,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* Ref.set(shell.status, final)
       yield* Ref.set(shell.endedAt, yield* Clock.currentTimeMillis)
       const info = yield* infoOf(shell)
-      yield* PubSub.publish(hub, current._tag === "Stopping" ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
+      yield* PubSub.publish(hub, byCorral ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
       yield* Deferred.succeed(shell.settled, undefined)
     })).pipe(
       Effect.zipRight(Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.remove(shell.group.pid) })),
@@ -342,11 +343,12 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         settled: yield* Deferred.make<void>(),
         cursors: new Map()
       }
-      shells.set(id, shell)
+      // watched and announced before anyone can find it to kill it
       yield* Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.add(group.target) })
-      yield* writeJournal
       const info = yield* infoOf(shell)
       yield* PubSub.publish(hub, { _tag: "Started", info })
+      shells.set(id, shell)
+      yield* writeJournal
       yield* FiberMap.run(lifecycles, id, lifecycle(shell))
       return info
     }))

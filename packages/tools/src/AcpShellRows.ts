@@ -66,8 +66,6 @@ export const statusOf = (status: ShellStatus): ToolCallStatus => {
       return status.code === 0 ? "completed" : "failed"
     case "Killed":
       return status.by === "request" || status.by === "shutdown" ? "completed" : "failed"
-    case "FailedToStart":
-      return "failed"
   }
 }
 

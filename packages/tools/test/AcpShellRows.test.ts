@@ -23,7 +23,6 @@ describe("AcpShellRows.statusOf", () => {
     [{ _tag: "Killed", signal: "SIGKILL", by: "shutdown" }, "completed"],
     [{ _tag: "Killed", signal: "SIGTERM", by: "lifetime" }, "failed"],
     [{ _tag: "Killed", signal: "SIGKILL" }, "failed"],
-    [{ _tag: "FailedToStart", error: "ENOENT" }, "failed"]
   ]
   for (const [status, expected] of cases) {
     it(`${JSON.stringify(status)} is ${expected}`, () => expect(AcpShellRows.statusOf(status)).toBe(expected))

@@ -51,8 +51,6 @@ export const lookOf = (entry: ShellEntry): Look => {
       return stopSignals.has(status.signal)
         ? { glyph: "■", tone: "dim", label: `killed ${status.signal}` }
         : { glyph: "✗", tone: "red", label: `killed ${status.signal}` }
-    case "FailedToStart":
-      return { glyph: "✗", tone: "red", label: "failed to start" }
   }
 }
 

@@ -42,8 +42,7 @@ export const ShellStatus = Schema.Union(
   Schema.TaggedStruct("Lingering", { exit: ExitStatus, members: Schema.Number }),
   Schema.TaggedStruct("Stopping", { by: StopCause }),
   Schema.TaggedStruct("Exited", { code: Schema.Number }),
-  Schema.TaggedStruct("Killed", { signal: Schema.String, by: Schema.optional(StopCause) }),
-  Schema.TaggedStruct("FailedToStart", { error: Schema.String })
+  Schema.TaggedStruct("Killed", { signal: Schema.String, by: Schema.optional(StopCause) })
 )
 
 export const ShellInfo = Schema.Struct({

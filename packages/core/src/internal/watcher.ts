@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import type { Writable } from "node:stream"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -15,11 +16,12 @@ export interface Watcher {
   readonly remove: (pgid: number) => Effect.Effect<void>
 }
 
-const mainPath = new URL("./watcherMain.js", import.meta.url)
+const mainPath = fileURLToPath(new URL("./watcherMain.js", import.meta.url))
 
 /**
  * Starts the watcher for this supervisor. Releasing it closes the pipe, so a
- * clean shutdown (after every group was removed) lets the watcher exit idle.
+ * clean shutdown (after every group was removed) lets the watcher exit idle;
+ * the release waits for that exit, so no watcher outlives a clean supervisor.
  */
 export const make = Effect.gen(function*() {
   const limits = yield* Limits
@@ -32,7 +34,7 @@ export const make = Effect.gen(function*() {
     Effect.sync(() => {
       const env = { ...process.env }
       delete env.CORRAL_SHELL_ID
-      const child = spawn(process.execPath, [mainPath.pathname, args], {
+      const child = spawn(process.execPath, [mainPath, args], {
         detached: true,
         stdio: ["pipe", "ignore", "ignore"],
         env
@@ -41,10 +43,18 @@ export const make = Effect.gen(function*() {
       // the pipe is the supervisor's lifeline to the watcher, not a reason to stay alive
       ;(child.stdin as Writable & { unref?: () => void }).unref?.()
       child.stdin!.on("error", () => {})
-      child.on("error", () => {})
+      child.on("error", (error) => {
+        process.emitWarning(`corral: the watcher could not start (${error.message}): shells will not be stopped if this process is killed`)
+      })
       return child
     }),
-    (child) => Effect.sync(() => child.stdin!.end())
+    (child) =>
+      Effect.async<void>((resume) => {
+        if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
+        child.once("exit", () => resume(Effect.void))
+        child.ref() // keep this process alive until the watcher has gone
+        child.stdin!.end()
+      }).pipe(Effect.timeout(Duration.seconds(5)), Effect.ignore)
   )
   const send = (message: WatcherMessage) =>
     Effect.sync(() => {

@@ -5,14 +5,19 @@
  * still announced is stopped with the supervisor's own TERM, grace, KILL
  * policy. It never learns of, and so never signals, any other group.
  */
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type { StopTarget } from "../GroupStop.js"
-import { stopGroups } from "../GroupStop.js"
-import { defaults, Limits } from "../Limits.js"
-import { ProcessTable } from "../ProcessTable.js"
 import type { WatcherMessage } from "./watcher.js"
+
+// Reading stdin starts at once; the stop code loads meanwhile, and a clean
+// shutdown (EOF with nothing announced) exits without waiting for it.
+const stopCode = Promise.all([
+  import("effect/Duration"),
+  import("effect/Effect"),
+  import("effect/Layer"),
+  import("../GroupStop.js"),
+  import("../Limits.js"),
+  import("../ProcessTable.js")
+])
 
 const limits = JSON.parse(process.argv[2] ?? "{}") as Record<string, number>
 const targets = new Map<number, StopTarget>()
@@ -32,7 +37,9 @@ process.stdin.on("data", (text: string) => {
     else targets.delete(message.pgid)
   }
 })
-process.stdin.on("end", () => {
+process.stdin.on("end", async () => {
+  if (targets.size === 0) process.exit(0)
+  const [Duration, Effect, Layer, { stopGroups }, { defaults, Limits }, { ProcessTable }] = await stopCode
   const layer = Layer.mergeAll(
     ProcessTable.layer,
     Limits.layerWith({
@@ -41,6 +48,5 @@ process.stdin.on("end", () => {
       killInterval: Duration.millis(limits.killInterval ?? Duration.toMillis(defaults.killInterval))
     })
   )
-  const stop = targets.size === 0 ? Effect.void : stopGroups([...targets.values()])
-  Effect.runPromise(Effect.provide(stop, layer)).finally(() => process.exit(0))
+  await Effect.runPromise(Effect.provide(stopGroups([...targets.values()]), layer)).finally(() => process.exit(0))
 })

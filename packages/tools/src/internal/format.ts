@@ -30,8 +30,6 @@ export const statusText = (status: ShellStatus): string => {
       return `exited with code ${status.code}`
     case "Killed":
       return `killed by ${status.signal}${status.by === undefined ? "" : ` (${stoppedBy[status.by]})`}`
-    case "FailedToStart":
-      return `failed to start: ${status.error}`
   }
 }
 

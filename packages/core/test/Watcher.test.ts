@@ -1,0 +1,144 @@
+/**
+ * The watcher: a process in its own session that stops the groups it was
+ * told about when its pipe from the supervisor closes, however the
+ * supervisor died. First its protocol, driven by the test as a supervisor
+ * would, then a real supervisor in a child process killed with SIGKILL.
+ */
+import type { ChildProcess } from "node:child_process"
+import { ShellRegistry } from "@corral/core"
+import type { StopTarget } from "@corral/core/GroupStop"
+import type { WatcherMessage } from "@corral/core/internal/watcher"
+import { afterEach, describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { inPidNamespace } from "./helpers.js"
+import {
+  catches,
+  eventually,
+  exitOf,
+  isRunning,
+  lineOf,
+  nothingLeft,
+  ownShellPrefix,
+  realSleep,
+  registryLayer,
+  shellProcesses,
+  spawnOwn,
+  startSupervisor,
+  startTimeOf,
+  supervisorGrace,
+  taggedProcesses,
+  tempStateDir,
+  unreapedChildren,
+  watchersOf
+} from "./fixtures/registry/harness.js"
+
+const watcherMain = new URL("../dist/internal/watcherMain.js", import.meta.url).pathname
+const SIGHUP = 1
+const SIGTERM = 15
+
+afterEach(() => Effect.runPromise(nothingLeft(ownShellPrefix, process.pid)))
+
+const targetOf = (child: ChildProcess, fields: Partial<StopTarget> = {}): StopTarget => ({
+  pgid: child.pid!,
+  sid: child.pid!,
+  startTime: startTimeOf(child.pid!),
+  ...fields
+})
+
+const send = (watcher: ChildProcess, message: WatcherMessage) => Effect.sync(() => watcher.stdin!.write(JSON.stringify(message) + "\n"))
+
+/** Waits until the watcher's code has run: it installs handlers for SIGTERM and SIGHUP first thing. */
+const loaded = (pid: number) =>
+  eventually(`watcher ${pid} to load`, Effect.sync(() => (catches(pid, SIGTERM) && catches(pid, SIGHUP) ? true : undefined)))
+
+describe("watcher protocol", () => {
+  it.live("on EOF stops exactly the groups it was told about and not told to forget, escalating after the grace", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const told = yield* spawnOwn("sleep", ["300"])
+      const toldIgnoringTerm = yield* spawnOwn("sh", ["-c", "trap '' TERM; echo armed; exec sleep 300"])
+      yield* lineOf(toldIgnoringTerm, /^armed$/)
+      const forgotten = yield* spawnOwn("sleep", ["300"])
+      const neverTold = yield* spawnOwn("sleep", ["300"])
+      // a target newer than the live group with its number: how a recycled group id looks
+      const recycled = yield* spawnOwn("sleep", ["300"])
+
+      const watcher = yield* spawnOwn(process.execPath, [watcherMain, JSON.stringify({ grace: 300, killTimeout: 1000, killInterval: 10 })], {
+        stdin: "pipe"
+      })
+      yield* loaded(watcher.pid!)
+      const toldMessage = JSON.stringify({ op: "add", target: targetOf(told) } satisfies WatcherMessage) + "\n"
+      // a message split across writes is still read whole
+      yield* Effect.sync(() => watcher.stdin!.write(toldMessage.slice(0, 10)))
+      yield* realSleep(50)
+      yield* Effect.sync(() => watcher.stdin!.write(toldMessage.slice(10)))
+      yield* send(watcher, { op: "add", target: targetOf(toldIgnoringTerm) })
+      yield* send(watcher, { op: "add", target: targetOf(forgotten) })
+      yield* send(watcher, { op: "remove", pgid: forgotten.pid! })
+      yield* send(watcher, { op: "add", target: targetOf(recycled, { startTime: startTimeOf(recycled.pid!) + 100 }) })
+
+      // a terminal's signals do not take it early
+      for (const signal of ["SIGTERM", "SIGHUP", "SIGINT"] as const) process.kill(watcher.pid!, signal)
+      yield* realSleep(200)
+      expect(isRunning(watcher.pid!)).toBe(true)
+      expect([told, toldIgnoringTerm].map((c) => isRunning(c.pid!))).toEqual([true, true])
+
+      yield* Effect.sync(() => watcher.stdin!.end())
+      expect(yield* exitOf(told)).toEqual({ code: null, signal: "SIGTERM" })
+      expect(yield* exitOf(toldIgnoringTerm)).toEqual({ code: null, signal: "SIGKILL" })
+      expect(yield* exitOf(watcher)).toEqual({ code: 0, signal: null })
+      expect([forgotten, neverTold, recycled].map((c) => isRunning(c.pid!))).toEqual([true, true, true])
+    })))
+
+  it.live("exits at once, signalling nothing, when the supervisor closes the pipe with nothing registered", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const bystander = yield* spawnOwn("sleep", ["300"])
+      const watcher = yield* spawnOwn(process.execPath, [watcherMain, "{}"], { stdin: "pipe" })
+      yield* send(watcher, { op: "add", target: targetOf(bystander) })
+      yield* send(watcher, { op: "remove", pgid: bystander.pid! })
+      yield* Effect.sync(() => watcher.stdin!.end())
+      expect(yield* exitOf(watcher)).toEqual({ code: 0, signal: null })
+      expect(isRunning(bystander.pid!)).toBe(true)
+    })))
+})
+
+describe("a clean shutdown", () => {
+  it.live("leaves no watcher behind, alive or unreaped, once the registry is released", () =>
+    Effect.gen(function*() {
+      yield* Effect.flatMap(ShellRegistry, (registry) => registry.start({ command: ["sleep", "300"] }, { owner: "watcher-test" })).pipe(
+        Effect.provide(registryLayer())
+      )
+      // a watcher still running when the supervisor exits is orphaned, and
+      // becomes a zombie for good where PID 1 never reaps
+      expect(watchersOf(process.pid)).toEqual([])
+      expect(unreapedChildren(process.pid)).toEqual([])
+    }))
+})
+
+describe("a supervisor killed with SIGKILL", () => {
+  it.live.skipIf(!inPidNamespace)(
+    `leaves no process of its three shells alive ${supervisorGrace} ms + 1 s later (orphans the shells on purpose: needs the PID namespace of \`npm test\`)`,
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const stateDir = yield* tempStateDir
+        const { child, ready } = yield* startSupervisor(stateDir)
+        const prefix = `${ready.supervisor}:`
+        expect(ready.shells).toHaveLength(3)
+        for (const shell of ready.shells) expect(taggedProcesses(shell.tag).length).toBeGreaterThanOrEqual(2)
+        const [watcher] = watchersOf(ready.supervisor)
+        expect(watcher).toBeDefined()
+        // measure the stop, not how long Node takes to load the watcher's code
+        yield* loaded(watcher!.pid)
+
+        const killedAt = Date.now()
+        process.kill(ready.supervisor, "SIGKILL")
+        yield* eventually(
+          `every process of ${prefix}* gone`,
+          Effect.sync(() => (shellProcesses(prefix).length === 0 ? true : undefined)),
+          supervisorGrace + 1000
+        )
+        console.log(`supervisor SIGKILLed: its shells were gone after ${Date.now() - killedAt} ms (grace ${supervisorGrace} ms)`)
+        yield* exitOf(child)
+        yield* eventually(`watcher ${watcher!.pid} to exit`, Effect.sync(() => (isRunning(watcher!.pid) ? undefined : true)))
+      }))
+  )
+})
