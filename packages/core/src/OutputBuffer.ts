@@ -78,7 +78,9 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
         head++
       }
       start = ring[head]?.offset ?? end
-      if (head > 1024 && head * 2 > ring.length) ring.splice(0, head), (head = 0)
+      // compact once dropped chunks are half the ring: amortized O(1), and a
+      // flood never holds more than the cap again in chunks nobody can read
+      if (head * 2 > ring.length) ring.splice(0, head), (head = 0)
     }
 
     const append = (stream: StreamName, bytes: Uint8Array) => {

@@ -7,5 +7,5 @@ export * from "./ProcessTable.js"
 export * as Journal from "./Journal.js"
 export * from "./ShellRegistry.js"
 export * as StateDir from "./StateDir.js"
-export * from "./ControlClient.js"
-export * from "./ControlServer.js"
+// ControlServer and ControlClient pull in an HTTP stack: import them from
+// "@corral/core/ControlServer" and "@corral/core/ControlClient".

@@ -1,0 +1,159 @@
+#!/usr/bin/env node
+// npm run soak -- [--iterations N] [--only SCENARIO[,SCENARIO...]] [--no-pidns]
+//
+// The fault matrix: each scenario runs N times inside a PID namespace of its
+// own, with its runner as the namespace's non-reaping PID 1. After every
+// iteration the runner counts the live processes left, the descriptors it
+// leaked and its memory. Prints the matrix; exits 1 on any leak or failure.
+import { spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import { scenarios } from "./soak/scenarios/index.mjs"
+
+const MiB = 2 ** 20
+const GiB = 2 ** 30
+// Memory a scenario may gain from its first iteration to its last. The JS heap
+// after a full collection is where a leak of corral's own objects shows, and a
+// healthy run settles within about 1 MiB. RSS is far noisier: V8 and malloc
+// keep taking memory for a hundred iterations before they level off (about
+// 45 MiB over 20 forker iterations), so only a gross growth counts.
+const HEAP_GROWTH_LIMIT = 4 * MiB
+const RSS_GROWTH_LIMIT = 128 * MiB
+
+const { values: args } = parseArgs({
+  options: {
+    iterations: { type: "string", default: "20" },
+    only: { type: "string" },
+    "no-pidns": { type: "boolean", default: false }
+  }
+})
+const iterations = Number(args.iterations)
+if (!Number.isInteger(iterations) || iterations < 1) {
+  console.error(`--iterations must be a positive integer, got ${JSON.stringify(args.iterations)}`)
+  process.exit(2)
+}
+const wanted = args.only?.split(",").map((s) => s.trim())
+const unknown = wanted?.filter((id) => !scenarios.some((s) => s.id === id)) ?? []
+if (unknown.length > 0) {
+  console.error(`unknown scenario ${unknown.join(", ")}; known: ${scenarios.map((s) => s.id).join(", ")}`)
+  process.exit(2)
+}
+const selected = scenarios.filter((s) => wanted === undefined || wanted.includes(s.id))
+
+const canNamespace = !args["no-pidns"] &&
+  spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" }).status === 0
+const floodBytes = iterations <= 3 ? GiB : 4 * GiB
+const runnerPath = new URL("./soak/runner.mjs", import.meta.url).pathname
+const resultsDir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-soak-results-"))
+
+console.log(`corral soak: ${iterations} iteration(s) per scenario, ${selected.length} scenario(s)`)
+console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)}, Node ${process.version}`)
+console.log(
+  canNamespace
+    ? "isolation: one PID namespace per scenario (unshare --pid --fork --mount-proc), runner = non-reaping PID 1"
+    : "isolation: NONE. No PID namespace (unshare not permitted, or --no-pidns): scenarios that orphan processes are SKIPPED, leftovers are counted by CORRAL_SHELL_ID only"
+)
+if (selected.some((s) => s.id === "output-flood")) {
+  console.log(`output-flood: ${floodBytes / GiB} GiB per iteration${floodBytes < 4 * GiB ? " (reduced from 4 GiB because --iterations <= 3)" : ""}`)
+}
+console.log("")
+
+const runScenario = (scenario) =>
+  new Promise((resolve) => {
+    const resultFile = path.join(resultsDir, `${scenario.id}.json`)
+    const runner = [process.execPath, "--expose-gc", runnerPath, "--scenario", scenario.id, "--iterations", String(iterations), "--flood-bytes", String(floodBytes), "--result", resultFile]
+    const [command, argv] = canNamespace
+      ? ["unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", ...runner, "--pidns"]]
+      : [runner[0], runner.slice(1)]
+    const began = performance.now()
+    const child = spawn(command, argv, { stdio: ["ignore", "inherit", "inherit"] })
+    // a runner that hangs past every iteration's own timeout is killed with its namespace
+    const limitMs = iterations * ((scenario.timeoutMs ?? 30_000) + 10_000) + 30_000
+    const timer = setTimeout(() => child.kill("SIGKILL"), limitMs)
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer)
+      const seconds = (performance.now() - began) / 1000
+      try {
+        resolve({ ...JSON.parse(fs.readFileSync(resultFile, "utf8")), seconds })
+      } catch {
+        resolve({ id: scenario.id, iterations, ran: 0, leftovers: 0, leftoverSamples: [], fdLeak: 0, maxRss: 0, rssAfter: [], heapAfter: [], samples: {}, seconds, failures: [{ iteration: 0, message: `runner died (${signal ?? `exit ${code}`}) without a result` }] })
+      }
+    })
+  })
+
+const growth = (series) => (series.length < 2 ? 0 : series.at(-1) - series[0])
+
+const leaksMemory = (r) => growth(r.heapAfter) > HEAP_GROWTH_LIMIT || growth(r.rssAfter) > RSS_GROWTH_LIMIT
+
+const verdict = (r) =>
+  r.skipped ? "skipped" : r.failures.length > 0 || r.leftovers > 0 || r.fdLeak > 0 || leaksMemory(r) ? "FAIL" : "ok"
+
+const mib = (bytes) => `${(bytes / MiB).toFixed(1)}`
+
+const signedMib = (bytes) => `${bytes >= 0 ? "+" : ""}${mib(bytes)}`
+
+const results = []
+for (const scenario of selected) {
+  if (!canNamespace && scenario.orphans) {
+    results.push({ id: scenario.id, skipped: true, reason: "orphans processes on purpose: needs a PID namespace" })
+    console.log(`${scenario.id}: skipped (orphans processes on purpose; without a PID namespace they would stay zombies of the machine's PID 1)`)
+    continue
+  }
+  process.stdout.write(`${scenario.id}: ${scenario.summary} ... `)
+  const result = await runScenario(scenario)
+  results.push(result)
+  console.log(`${verdict(result)} (${result.seconds.toFixed(1)} s)`)
+}
+fs.rmSync(resultsDir, { recursive: true, force: true })
+
+const header = ["scenario", "result", "runs", "leftovers", "fd leak", "heap growth MiB", "max RSS MiB", "RSS growth MiB", "failures", "time s"]
+const rows = results.map((r) =>
+  r.skipped
+    ? [r.id, "skipped", "-", "-", "-", "-", "-", "-", "-", "-"]
+    : [
+      r.id,
+      verdict(r),
+      `${r.ran}/${r.iterations}`,
+      String(r.leftovers),
+      r.ran < 2 ? "n/a" : String(r.fdLeak),
+      r.ran < 2 ? "n/a" : signedMib(growth(r.heapAfter)),
+      mib(r.maxRss),
+      r.ran < 2 ? "n/a" : signedMib(growth(r.rssAfter)),
+      String(r.failures.length),
+      r.seconds.toFixed(1)
+    ]
+)
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)))
+const line = (cells) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd()
+console.log("")
+console.log(line(header))
+console.log(line(widths.map((w) => "-".repeat(w))))
+for (const row of rows) console.log(line(row))
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]
+const round = (x) => (Math.abs(x) >= 100 ? Math.round(x) : Number(x.toFixed(1)))
+console.log("")
+for (const r of results.filter((r) => !r.skipped)) {
+  const figures = Object.entries(r.samples).map(([name, xs]) => `${name} median ${round(median(xs))} min ${round(Math.min(...xs))} max ${round(Math.max(...xs))}`)
+  if (figures.length > 0) console.log(`${r.id}: ${figures.join("; ")}`)
+}
+const problems = results.filter((r) => verdict(r) === "FAIL")
+for (const r of problems) {
+  console.log("")
+  console.log(`${r.id} FAILED:`)
+  for (const f of r.failures.slice(0, 5)) console.log(`  iteration ${f.iteration}: ${f.message}`)
+  if (r.failures.length > 5) console.log(`  ... and ${r.failures.length - 5} more failures`)
+  for (const s of r.leftoverSamples.slice(0, 5)) console.log(`  leftover ${s}`)
+  if (r.fdLeak > 0) console.log(`  ${r.fdLeak} descriptor(s) above the baseline taken after the first iteration`)
+  if (growth(r.heapAfter) > HEAP_GROWTH_LIMIT) {
+    console.log(`  the JS heap grew ${mib(growth(r.heapAfter))} MiB from the first iteration to the last (limit ${mib(HEAP_GROWTH_LIMIT)} MiB)`)
+  }
+  if (growth(r.rssAfter) > RSS_GROWTH_LIMIT) {
+    console.log(`  RSS grew ${mib(growth(r.rssAfter))} MiB from the first iteration to the last (limit ${mib(RSS_GROWTH_LIMIT)} MiB)`)
+  }
+}
+console.log("")
+console.log(problems.length === 0 ? "soak: no leak, no failure" : `soak: ${problems.length} scenario(s) failed: ${problems.map((r) => r.id).join(", ")}`)
+process.exit(problems.length === 0 ? 0 : 1)
