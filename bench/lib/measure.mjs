@@ -1,0 +1,47 @@
+// One measured stop: start a workload, wait until it has grown, stop it with
+// one implementation, and look at what is left.
+import { randomBytes } from "node:crypto"
+import { settlesWithin } from "./peers.mjs"
+import { awaitMembers, killLeftovers, liveMembers, sleep } from "./proc.mjs"
+
+/** How long after a stop returned the table is looked at again, to tell "still dying" from "left behind". */
+export const SETTLE_MS = 50
+/** A stop that has not returned this long after its grace is recorded as hung. */
+export const HANG_MARGIN_MS = 2000
+
+export const newMarker = () => `bench-${randomBytes(6).toString("hex")}`
+
+/**
+ * Starts `count` copies of `workload` (each tagged with the marker), stops them
+ * with `peer.stopMany` and reports the stop's duration and what survived it.
+ * `clean` means nothing of the workload was alive when the stop returned.
+ */
+export const measureStop = async (peer, { workload, grace, count = 1 }) => {
+  const marker = newMarker()
+  const handles = []
+  const target = { marker, groups: [] }
+  let stopping = Promise.resolve()
+  let failure
+  try {
+    for (let i = 0; i < count; i++) {
+      const handle = await peer.start({ argv: workload.argv, env: { BENCH_MARKER: `${marker}-${i}` }, grace })
+      handles.push(handle)
+      target.groups.push(...handle.groups)
+    }
+    await awaitMembers(target, workload.processes * count)
+    const began = performance.now()
+    stopping = peer.stopMany(handles).catch((error) => (failure = error))
+    const timedOut = !(await settlesWithin(stopping, grace + HANG_MARGIN_MS))
+    const value = performance.now() - began
+    const alive = liveMembers(target).length
+    await sleep(SETTLE_MS)
+    const aliveLater = liveMembers(target).length
+    if (failure !== undefined) throw failure
+    return { value, clean: alive === 0 && !timedOut, alive, aliveLater, timedOut }
+  } finally {
+    await killLeftovers(target)
+    // a hung stop returns once its leader is dead; give it the chance, then let go
+    await settlesWithin(stopping, 2000)
+    await Promise.all(handles.map((h) => peer.dispose(h)))
+  }
+}

@@ -1,0 +1,226 @@
+// docs/benchmarks.md, its charts and the README headline, all rendered from
+// latest.json: no figure in them is typed by hand.
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { barChart } from "./chart.mjs"
+import { HANG_MARGIN_MS, SETTLE_MS } from "./measure.mjs"
+
+export const IMPL_ORDER = ["corral", "lower-bound", "opencode-pr", "effect-command", "execa", "tree-kill"]
+
+const IMPLS = {
+  corral:
+    "`ProcessGroup.spawn` and `group.stop()` (`ProcessGroup.stopAll` for many): SIGTERM and SIGCONT to every group of the session, a zombie-aware `/proc` wait up to the grace, then SIGKILL every 10 ms for at most 1 s. For output, `ProcessGroup`'s `OutputBuffer`.",
+  "lower-bound":
+    "Raw `child_process.spawn` with `detached: true`, `process.kill(-pgid, \"SIGTERM\")`, then the leader's `exit` event; nothing checks the rest of the group. If the leader ignores SIGTERM, one group SIGKILL at the end of the grace. For output, a raw pipe drain (`stdout.on(\"data\")`); for reads, one decode of a contiguous buffer.",
+  "opencode-pr":
+    "The approach of the opencode PR in `seeds/opencode-pr-kill-whole-group.txt`: SIGTERM the group, poll `kill(-pgid, 0)` every 10 ms until ESRCH for up to the grace, then SIGKILL the group every 10 ms until ESRCH, for at most 1 s.",
+  "effect-command":
+    "`@effect/platform` v3 `Command.start` under `NodeContext.layer` (NodeCommandExecutor), stopped by closing its scope. For output, `Stream.runFold` over the process's stdout.",
+  execa:
+    "execa 10.2.1 with `killDescendants: true` (it spawns the child in its own group and signals the group) and `forceKillAfterDelay` set to the grace; `subprocess.kill()`, then await the subprocess. execa 10 declares Node >= 22; on Node 20 the bench adds the one missing method it calls (`Set.prototype.union`). For output, `buffer: false` and a data listener.",
+  "tree-kill":
+    "tree-kill 1.2.2: the child is spawned in the caller's group, as in tree-kill's README; `treeKill(pid, \"SIGTERM\")` walks the ppid tree with one `ps` per process, then the leader's `exit` is awaited; if it is still alive at the end of the grace, `treeKill(pid, \"SIGKILL\")`."
+}
+
+const FAMILIES = [
+  { title: "Stopping a group", match: (id) => id.startsWith("stop.") },
+  { title: "Starting one shell, stopping many", match: (id) => id.startsWith("start.") || id.startsWith("stopall.") },
+  { title: "Output ingest", match: (id) => id.startsWith("ingest.") },
+  { title: "Reading output", match: (id) => id.startsWith("output.") },
+  { title: "Memory per idle shell", match: (id) => id.startsWith("mem.") }
+]
+
+export const HEADLINE = [
+  "stop.obedient.50.reaping",
+  "stop.obedient.50.zombie-init",
+  "stop.stubborn.grace200",
+  "stop.forker.1000",
+  "stopall.200",
+  "start.background",
+  "ingest.1gib"
+]
+
+const num = (v) => {
+  const a = Math.abs(v)
+  return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2)
+}
+
+const figureOf = (result, impl) => (impl === "corral" ? result.corral : result.peers?.[impl])
+
+/** Why an implementation has no figure in a result, if it has none. */
+const missing = (result, impl) =>
+  result.failed?.[impl] !== undefined
+    ? `✗ failed: ${result.failed[impl]}`
+    : result.skipped?.[impl] !== undefined
+    ? `not run: ${result.skipped[impl]}`
+    : undefined
+
+const missingShort = (result, impl) => (result.failed?.[impl] !== undefined ? "failed" : "not run")
+
+const hasColumn = (result, impl) => figureOf(result, impl) !== undefined || missing(result, impl) !== undefined
+
+const implsOf = (results) => IMPL_ORDER.filter((impl) => results.some((r) => hasColumn(r, impl)))
+
+/** What went wrong in a figure, in the words the tables use. */
+const warnings = (f) => {
+  const out = []
+  if (f.timedOut) out.push(`⏱ hung: gave up after ${num(f.max)} ms`)
+  if (f.leftAlive) out.push(`⚠ left ${f.leftAlive} alive`)
+  else if (f.aliveAtReturn) out.push(`⚠ ${f.aliveAtReturn} still alive at return`)
+  return out
+}
+
+/** The same, short enough for a chart's margin. */
+const chartWarnings = (f) => {
+  const out = []
+  if (f.timedOut) out.push("hung")
+  if (f.leftAlive) out.push(`⚠ left ${f.leftAlive} alive`)
+  else if (f.aliveAtReturn) out.push(`⚠ ${f.aliveAtReturn} alive at return`)
+  return out
+}
+
+const cell = (result, impl) => {
+  const f = figureOf(result, impl)
+  if (f === undefined) return missing(result, impl) ?? "n/a"
+  const unit = result.unit
+  const body = f.min === f.max ? `${num(f.median)} ${unit}` : `${num(f.median)} ${unit} (${num(f.min)}–${num(f.max)})`
+  return [body, ...warnings(f)].join(" ")
+}
+
+const shortCell = (result, impl) => {
+  const f = figureOf(result, impl)
+  if (f === undefined) return hasColumn(result, impl) ? missingShort(result, impl) : "n/a"
+  return [`${num(f.median)} ${result.unit}`, ...warnings(f)].join(" ")
+}
+
+const table = (header, rows) =>
+  [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
+
+const chartFor = (result) =>
+  barChart({
+    title: result.id,
+    unit: `${result.unit}, ${result.better ?? "lower"} is better`,
+    rows: IMPL_ORDER.filter((impl) => hasColumn(result, impl)).map((impl) => {
+      const f = figureOf(result, impl)
+      if (f === undefined) return { label: impl, text: missingShort(result, impl), warn: true }
+      const warn = chartWarnings(f)
+      return {
+        label: impl,
+        median: f.median,
+        min: f.min,
+        max: f.max,
+        highlight: impl === "corral",
+        warn: warn.length > 0,
+        text: [`${num(f.median)} ${result.unit}`, ...warn].join(", ")
+      }
+    })
+  })
+
+const targetRows = (results) =>
+  results.filter((r) => r.target).map((r) => [
+    `\`${r.id}\``,
+    r.target.text,
+    r.target.measured,
+    r.target.met === null ? "not measured" : r.target.met ? "✅ met" : "❌ missed"
+  ])
+
+const familySection = (family, results) => {
+  const mine = results.filter((r) => family.match(r.id))
+  if (mine.length === 0) return []
+  const impls = implsOf(mine)
+  const rows = mine.map((r) => [`\`${r.id}\``, ...impls.map((impl) => cell(r, impl))])
+  const details = mine.map((r) => `- \`${r.id}\`: ${[r.workload, ...detailsOf(r)].join("; ")}.`)
+  const extras = extraTables(mine, impls)
+  const charts = mine.map((r) => `![${r.id}](bench/${r.id}.svg)`)
+  return [`## ${family.title}`, "", table(["Scenario", ...impls], rows), "", ...details, "", ...extras, ...charts, ""]
+}
+
+const detailsOf = (r) => {
+  const out = [`PID 1 ${r.pid1}`]
+  if (r.grace !== undefined) out.push(`grace ${r.grace} ms`)
+  if (r.ratio !== undefined) out.push(`corral is ${r.ratio}x ${r.ratioTo}`)
+  const peerRatios = Object.entries(r.peers).filter(([, p]) => p.ratio !== undefined)
+  if (peerRatios.length > 0) {
+    out.push(`each peer against its own \`${r.ratioTo}\`: ${peerRatios.map(([impl, p]) => `${impl} ${p.ratio}x`).join(", ")}`)
+  }
+  return out
+}
+
+/** Secondary figures some scenarios carry: peak RSS growth while ingesting, heap per idle shell. */
+const extraTables = (results, impls) => {
+  const keyed = [
+    ["rssGrowthKiB", "Peak RSS growth of the supervisor (KiB, worst run)"],
+    ["heapKiB", "V8 heap growth per idle shell (KiB, median)"]
+  ]
+  return keyed.flatMap(([key, title]) => {
+    const withKey = results.filter((r) => impls.some((impl) => figureOf(r, impl)?.[key] !== undefined))
+    if (withKey.length === 0) return []
+    const rows = withKey.map((r) => [`\`${r.id}\``, ...impls.map((impl) => {
+      const v = figureOf(r, impl)?.[key]
+      return v === undefined ? "n/a" : num(v)
+    })])
+    return [`${title}:`, "", table(["Scenario", ...impls], rows), ""]
+  })
+}
+
+/** A partial run (--only, --impl) keeps older figures: say which ones are fresh. */
+const freshness = (data) => {
+  const older = data.results.filter((r) => r.measuredAt !== data.generatedAt)
+  if (older.length === 0) return []
+  const fresh = data.results.filter((r) => r.measuredAt === data.generatedAt).map((r) => `\`${r.id}\``)
+  return [`This run measured ${fresh.join(", ") || "nothing"}; the other figures come from earlier runs (each result's \`measuredAt\` in \`latest.json\`).`, ""]
+}
+
+export const renderMarkdown = (data, { command, wallSeconds }) =>
+  [
+    "# Benchmarks",
+    "",
+    `Generated by \`${command}\` at ${data.generatedAt} in ${Math.round(wallSeconds)} s. Do not edit by hand: run the bench again to regenerate this page, its charts and \`bench/results/latest.json\`.`,
+    "",
+    ...freshness(data),
+    `Machine: ${data.machine.cpu} (${data.machine.cpus} CPUs), ${data.machine.memoryGiB} GiB RAM, ${data.machine.os}, Node ${data.machine.node}; load average ${data.machine.loadAverage?.join(" / ") ?? "unknown"} (1 / 5 / 15 min) when the run began. Other work on the machine shows up as noise, mostly in the max.`,
+    "",
+    "Each cell is the median, then min–max, over the runs shown in `latest.json`. A peer that left processes alive is marked:",
+    `\`⚠ N still alive at return\` (its stop returned while N processes of the workload were alive; they died within ${SETTLE_MS} ms),`,
+    `\`⚠ left N alive\` (still alive ${SETTLE_MS} ms later), \`⏱ hung\` (did not return within grace + ${HANG_MARGIN_MS / 1000} s; the bench killed the workload to free it).`,
+    "",
+    "## Targets",
+    "",
+    table(["Scenario", "Target", "corral measured", "Verdict"], targetRows(data.results)),
+    "",
+    ...FAMILIES.flatMap((f) => familySection(f, data.results)),
+    "## How it is measured",
+    "",
+    "Every (scenario, implementation) batch runs in a worker process inside a PID namespace of its own (`unshare --pid --fork --mount-proc`), so nothing a run orphans can outlive the batch. Two kinds of PID 1:",
+    "",
+    "- **zombie-init**: the worker (Node) is PID 1 of the namespace. libuv waits only for children Node spawned itself, so every orphan that dies stays a zombie, as under Node-as-PID-1 containers and on the machines corral is developed on. The zombies of a batch's earlier runs stay in the table for its later runs, as they would under such an init.",
+    "- **reaping**: bash is PID 1 and runs the worker as its child (`bash -c '\"$@\"; exit $?'`). While waiting for it bash calls `waitpid(-1)`, which reaps adopted orphans too; this was checked before choosing it over installing tini.",
+    "",
+    "A stop's time runs from the stop call until the implementation's own promise or effect settles. Right after that, the bench reads `/proc` itself (not through corral) and counts live processes of the workload: members of its group or session, and any process carrying the run's `BENCH_MARKER` environment variable. Zombies count as gone. `clean` in `latest.json` means nothing was alive at that moment in any run. Each stop batch first stops one `sleep`, unmeasured, to warm up; the other batches start with an unmeasured round of their own. A stop that hangs is recorded once, not repeated.",
+    "",
+    "Registry batches load corral before measuring any implementation, so every spawn is measured from an equally large process. `mem.idle-shell` reads RSS after a forced GC; RSS moves in whole allocator pages, so it is noisy (a negative minimum means RSS shrank); the V8 heap table beside it is steadier.",
+    "",
+    "Implementations:",
+    "",
+    ...IMPL_ORDER.map((impl) => `- **${impl}**: ${IMPLS[impl]}`),
+    ""
+  ].join("\n")
+
+export const renderHeadline = (data) => {
+  const rows = HEADLINE.map((id) => data.results.find((r) => r.id === id)).filter(Boolean)
+  const impls = implsOf(rows)
+  return [
+    table(["Scenario", ...impls], rows.map((r) => [`\`${r.id}\``, ...impls.map((impl) => shortCell(r, impl))])),
+    "",
+    `Medians from \`bench/results/latest.json\` (${data.generatedAt}); "not run" was skipped by \`--quick\`, "n/a" does not apply. Details, ranges and charts in [docs/benchmarks.md](docs/benchmarks.md).`,
+    ""
+  ].join("\n")
+}
+
+export const writeReports = (root, data, meta) => {
+  const chartDir = path.join(root, "docs", "bench")
+  fs.mkdirSync(chartDir, { recursive: true })
+  for (const r of data.results) fs.writeFileSync(path.join(chartDir, `${r.id}.svg`), chartFor(r))
+  fs.writeFileSync(path.join(root, "docs", "benchmarks.md"), renderMarkdown(data, meta))
+  fs.writeFileSync(path.join(root, "bench", "results", "headline.md"), renderHeadline(data))
+}

@@ -1,0 +1,106 @@
+// From raw samples to the figures in latest.json, and the targets they are held to.
+const round = (v) => Math.round(v * 1000) / 1000
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+const reducers = { max: (vs) => Math.max(...vs), median }
+
+/**
+ * median/min/max of the samples' values, `clean` when every run left nothing
+ * alive, plus what went wrong when something did: the most processes alive when
+ * the stop returned, the most still alive a moment later, and whether it hung.
+ * `extras` names further sample fields and how to reduce them ("max" or "median").
+ */
+export const summarize = (samples, extras = {}) => {
+  const values = samples.map((s) => s.value)
+  const out = {
+    median: round(median(values)),
+    min: round(Math.min(...values)),
+    max: round(Math.max(...values)),
+    clean: samples.every((s) => s.clean),
+    runs: samples.length
+  }
+  const aliveAtReturn = Math.max(0, ...samples.map((s) => s.alive ?? 0))
+  const leftAlive = Math.max(0, ...samples.map((s) => s.aliveLater ?? 0))
+  if (aliveAtReturn > 0) out.aliveAtReturn = aliveAtReturn
+  if (leftAlive > 0) out.leftAlive = leftAlive
+  if (samples.some((s) => s.timedOut)) out.timedOut = true
+  for (const [key, how] of Object.entries(extras)) out[key] = round(reducers[how](samples.map((s) => s[key])))
+  return out
+}
+
+const figure = (result, impl) => (impl === "corral" ? result.corral : result.peers[impl])
+
+const ratioOf = (a, b) => (a && b && b.median > 0 ? round(a.median / b.median) : undefined)
+
+const setRatio = (into, ratio) => {
+  if (ratio !== undefined) into.ratio = ratio
+}
+
+/** Ratios (corral over its reference) and each target's verdict, added to the results in place. */
+export const evaluate = (results) => {
+  const byId = new Map(results.map((r) => [r.id, r]))
+  const single = byId.get("stop.obedient.1.reaping")
+  for (const r of results) {
+    const rule = targetFor(r.id)
+    delete r.ratio
+    if (r.id === "stopall.200") {
+      r.ratioTo = "stop.obedient.1.reaping"
+      setRatio(r, ratioOf(r.corral, single?.corral))
+      for (const [impl, p] of Object.entries(r.peers)) {
+        delete p.ratio
+        setRatio(p, ratioOf(p, single && figure(single, impl)))
+      }
+    } else {
+      r.ratioTo = "lower-bound"
+      setRatio(r, ratioOf(r.corral, r.peers["lower-bound"]))
+    }
+    if (rule === undefined || r.corral === undefined) continue
+    r.target = rule.needsRatio && r.ratio === undefined
+      ? { text: rule.text, met: null, measured: `not measured: ${r.ratioTo ?? "lower-bound"} missing from this run` }
+      : { text: rule.text, ...rule.check(r) }
+  }
+}
+
+const verdict = (met, measured) => ({ met, measured })
+
+const targets = [
+  {
+    match: (id) => id.startsWith("stop.obedient."),
+    text: "within 2x the lower bound",
+    needsRatio: true,
+    check: (r) => verdict(r.ratio <= 2 && r.corral.clean, `${r.ratio}x${r.corral.clean ? "" : ", not clean"}`)
+  },
+  {
+    match: (id) => id === "stop.stubborn.grace200",
+    text: "within grace + 30 ms (230 ms), group empty",
+    check: (r) => verdict(r.corral.median <= 230 && r.corral.clean, `${r.corral.median} ms${r.corral.clean ? ", empty" : ", not empty"}`)
+  },
+  {
+    match: (id) => id === "start.background",
+    text: "within 1.3x a raw spawn",
+    needsRatio: true,
+    check: (r) => verdict(r.ratio <= 1.3, `${r.ratio}x`)
+  },
+  {
+    match: (id) => id === "stopall.200",
+    text: "within 3x one stop (stop.obedient.1.reaping)",
+    needsRatio: true,
+    check: (r) => verdict(r.ratio <= 3, `${r.ratio}x`)
+  },
+  {
+    match: (id) => id.startsWith("ingest."),
+    text: "at least 0.8x a raw pipe drain, peak RSS growth under 256 KiB + 8 MiB",
+    needsRatio: true,
+    check: (r) => {
+      const rssMiB = round(r.corral.rssGrowthKiB / 1024)
+      return verdict(r.ratio >= 0.8 && r.corral.rssGrowthKiB < 256 + 8 * 1024, `${r.ratio}x, ${rssMiB} MiB RSS growth`)
+    }
+  }
+]
+
+const targetFor = (id) => targets.find((t) => t.match(id))

@@ -1,0 +1,23 @@
+// Runs one (scenario, implementation) batch. bench/run.mjs starts it inside a
+// PID namespace of its own and reads the single result line it prints.
+import { RESULT_PREFIX } from "./lib/namespace.mjs"
+import { scenarios } from "./scenarios/index.mjs"
+
+const main = async () => {
+  const { id, impl, runs, quick } = JSON.parse(process.argv[2])
+  const scenario = scenarios.find((s) => s.id === id)
+  if (scenario === undefined) throw new Error(`unknown scenario ${id}`)
+  const result = await scenario.run({ impl, runs, quick })
+  process.stdout.write(`${RESULT_PREFIX}${JSON.stringify(result)}\n`)
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) {
+  // exit explicitly: a peer may leave a handle (a hung scope, a timer) that keeps Node alive
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      console.error(error?.stack ?? String(error))
+      process.exit(1)
+    }
+  )
+}
