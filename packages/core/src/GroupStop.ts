@@ -54,18 +54,19 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const signalAll = (live: Live, signal: Signal) =>
     Effect.forEach(targets, (target, i) => signalTarget(target, live[i]!, signal, tally[i]!, escaped[i]!), { discard: true })
 
-  let live = yield* members
+  let live = yield* members.scan
   const initial = live.map((l) => l.length)
   yield* signalAll(live, "SIGTERM")
   yield* signalAll(live, "SIGCONT")
-  live = yield* pollUntilEmpty(members, began + grace)
+  live = yield* pollUntilEmpty(members, live, began + grace)
   const escalated = live.map((l) => l.length > 0)
   const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
   while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
     yield* signalAll(live, "SIGKILL")
     const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
-    live = yield* pollUntilEmpty(members, Math.min(nextRound, killUntil))
+    live = yield* pollUntilEmpty(members, live, Math.min(nextRound, killUntil))
   }
+  if (isAnyAlive(live)) live = yield* members.scan
   const durationMs = (yield* Clock.currentTimeMillis) - began
   return targets.map((target, i): StopReport => ({
     pgid: target.pgid,
@@ -82,19 +83,25 @@ type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
 
 const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
 
-/** Polls with a short, growing pause (1, 2, 4, 8, 10 ms ...) so fast exits are seen fast. */
-const pollUntilEmpty = (members: Effect.Effect<Live>, deadline: number) =>
+/**
+ * Re-reads the known members every millisecond for the first 20 ms, then
+ * every 10 ms (never more often than a check costs), so a fast exit is seen
+ * fast without spinning on a stubborn group. Only when they are all gone is
+ * the whole table scanned, to catch members forked since the last scan.
+ */
+const pollUntilEmpty = (members: Membership, known: Live, deadline: number) =>
   Effect.gen(function*() {
-    let pause = 1
-    let live = yield* members
-    while (isAnyAlive(live)) {
+    const from = yield* Clock.currentTimeMillis
+    let live = known
+    while (true) {
+      const checkStarted = yield* Clock.currentTimeMillis
+      live = yield* members.recheck(live)
+      if (!isAnyAlive(live)) live = yield* members.scan
       const now = yield* Clock.currentTimeMillis
-      if (now >= deadline) break
+      if (!isAnyAlive(live) || now >= deadline) return live
+      const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)
       yield* Effect.sleep(Math.min(pause, deadline - now))
-      pause = Math.min(pause * 2, 10)
-      live = yield* members
     }
-    return live
   })
 
 /** Signals every group of the target's session, and each escaped process by pid. */
@@ -119,15 +126,24 @@ const signalTarget = (
     for (const pgid of groups) tally[signal]! += (yield* table.signal(-pgid, signal)) ? 1 : 0
   })
 
+interface Membership {
+  /** One scan of the whole table: every member, new ones included. */
+  readonly scan: Effect.Effect<Live>
+  /** Re-reads only the given members; one that died, or whose pid was reused, is dropped. */
+  readonly recheck: (live: Live) => Effect.Effect<Live>
+}
+
 /**
- * One scan of the table, split into each target's live members: its group,
- * its session, and processes elsewhere that carry its `CORRAL_SHELL_ID`.
- * A process born before the target is never a member: its group or session
- * id is a recycled number, and signalling it would hit a stranger.
+ * Splits the table into each target's live members: its group, its session,
+ * and processes elsewhere that carry its `CORRAL_SHELL_ID`. A process born
+ * before the target is never a member: its group or session id is a recycled
+ * number, and signalling it would hit a stranger.
  */
 const makeMembership = (targets: ReadonlyArray<StopTarget>) =>
-  Effect.map(ProcessTable, (table) => {
+  Effect.map(ProcessTable, (table): Membership => {
     const byShellId = new Map(targets.flatMap((t, i) => (t.shellId ? [[t.shellId, i] as const] : [])))
+    const bySession = new Map(targets.map((t, i) => [t.sid, i]))
+    const byGroup = new Map(targets.map((t, i) => [t.pgid, i]))
     const oldest = Math.min(...targets.map((t) => t.startTime))
     const tags = new Map<string, Option.Option<string>>()
     const tagOf = (p: ProcessInfo) => {
@@ -136,10 +152,8 @@ const makeMembership = (targets: ReadonlyArray<StopTarget>) =>
       if (known !== undefined) return Effect.succeed(known)
       return Effect.tap(table.shellIdOf(p.pid), (tag) => tags.set(key, tag))
     }
-    return Effect.gen(function*() {
+    const scan = Effect.gen(function*() {
       const live: Array<Array<ProcessInfo>> = targets.map(() => [])
-      const bySession = new Map(targets.map((t, i) => [t.sid, i]))
-      const byGroup = new Map(targets.map((t, i) => [t.pgid, i]))
       for (const p of yield* table.scan) {
         if (isGone(p) || p.pid === process.pid) continue
         const i = bySession.get(p.sid) ?? byGroup.get(p.pgid)
@@ -152,4 +166,8 @@ const makeMembership = (targets: ReadonlyArray<StopTarget>) =>
       }
       return live as Live
     })
+    const stillAlive = (p: ProcessInfo) =>
+      Effect.map(table.lookup(p.pid), Option.exists((now) => now.startTime === p.startTime && !isGone(now)))
+    const recheck = (live: Live) => Effect.forEach(live, (ps) => Effect.filter(ps, stillAlive))
+    return { scan, recheck }
   })

@@ -63,6 +63,7 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
     let start = 0 // absolute offset of the oldest retained byte
     let end = 0 // absolute offset after the newest byte
     let ended = false
+    let subscribers = 0 // publishing costs, so only when someone listens
 
     const dropTo = (target: number) => {
       while (head < ring.length && ring[head]!.offset + ring[head]!.bytes.length <= target) head++
@@ -89,7 +90,7 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       ring.push(chunk)
       end += bytes.length
       if (end - start > capacity) dropTo(end - capacity)
-      Effect.runSync(PubSub.publish(hub, chunk))
+      if (subscribers > 0) Effect.runSync(PubSub.publish(hub, chunk))
     }
 
     const bytesFrom = (from: number): Uint8Array => {
@@ -115,13 +116,19 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
         }
       })
 
-    const tail = (n: number) =>
-      Effect.map(readSince(0), (all): OutputRead => {
-        const closed = all.text.endsWith("\n")
-        const lines = (closed ? all.text.slice(0, -1) : all.text).split("\n")
-        const text = all.text === "" ? "" : lines.slice(-n).join("\n") + (closed ? "\n" : "")
-        return { text, cursor: all.cursor, dropped: 0 }
-      })
+    /** Where the last `n` lines begin; a final newline ends a line rather than starting one. */
+    const lineStart = (n: number) => {
+      let newlines = 0
+      for (let i = ring.length - 1; i >= head; i--) {
+        const { bytes, offset } = ring[i]!
+        for (let j = bytes.lastIndexOf(0x0a); j >= 0; j = j > 0 ? bytes.lastIndexOf(0x0a, j - 1) : -1) {
+          if (offset + j !== end - 1 && ++newlines === n) return offset + j + 1
+        }
+      }
+      return start
+    }
+
+    const tail = (n: number) => Effect.map(readSince(lineStart(n)), (read): OutputRead => ({ ...read, dropped: 0 }))
 
     return {
       capacity,
@@ -133,9 +140,9 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       live: Effect.suspend(() =>
         ended
           ? Effect.succeed(Stream.empty)
-          : Effect.map(
-            PubSub.subscribe(hub),
-            (queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null))
+          : Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--)).pipe(
+            Effect.zipRight(PubSub.subscribe(hub)),
+            Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
           )
       ),
       end: Effect.suspend(() => {

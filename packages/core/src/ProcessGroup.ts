@@ -203,10 +203,12 @@ export const stopAll = (
     for (const g of mine) stopStates.get(g)!.claimed = true
     if (mine.length > 0) {
       const reports = yield* GroupStop.stopGroups(mine.map((g) => g.target), options)
+      // the group is empty: the report is final now, while the output is
+      // completed in the background (bounded by the release's own timeout)
       yield* Effect.forEach(mine, (g, i) => {
         const state = stopStates.get(g)!
-        return Effect.zipRight(state.release(), Deferred.succeed(state.report, reports[i]!))
-      }, { concurrency: "unbounded", discard: true })
+        return Effect.zipRight(Effect.forkDaemon(state.release()), Deferred.succeed(state.report, reports[i]!))
+      }, { discard: true })
     }
     return yield* Effect.forEach(states, (s) => Deferred.await(s.report))
   }))
