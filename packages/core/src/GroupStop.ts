@@ -36,6 +36,11 @@ export interface StopReport {
 
 export interface StopOptions {
   readonly grace?: Duration.DurationInput | undefined
+  /**
+   * Events after which the group may have emptied (the leader's exit, its
+   * pipes closing). Each one ends the current pause early, once.
+   */
+  readonly wakeOn?: ReadonlyArray<Effect.Effect<void>> | undefined
 }
 
 export const stopGroup = (target: StopTarget, options?: StopOptions) =>
@@ -54,17 +59,18 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const signalAll = (live: Live, signal: Signal) =>
     Effect.forEach(targets, (target, i) => signalTarget(target, live[i]!, signal, tally[i]!, escaped[i]!), { discard: true })
 
+  const wake = makeWake(options?.wakeOn ?? [])
   let live = yield* members.scan
   const initial = live.map((l) => l.length)
   yield* signalAll(live, "SIGTERM")
   yield* signalAll(live, "SIGCONT")
-  live = yield* pollUntilEmpty(members, live, began + grace)
+  live = yield* pollUntilEmpty(members, wake, live, began + grace)
   const escalated = live.map((l) => l.length > 0)
   const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
   while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
     yield* signalAll(live, "SIGKILL")
     const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
-    live = yield* pollUntilEmpty(members, live, Math.min(nextRound, killUntil))
+    live = yield* pollUntilEmpty(members, wake, live, Math.min(nextRound, killUntil))
   }
   if (isAnyAlive(live)) live = yield* members.scan
   const durationMs = (yield* Clock.currentTimeMillis) - began
@@ -83,13 +89,22 @@ type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
 
 const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
 
+/** Sleeps for `ms`, or less if one of the events not yet seen happens first. */
+const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
+  let pending = events.map((event, i) => ({ i, fired: Effect.as(event, i) }))
+  return (ms: number) =>
+    Effect.map(Effect.raceAll([Effect.as(Effect.sleep(ms), -1), ...pending.map((p) => p.fired)]), (fired) => {
+      pending = pending.filter((p) => p.i !== fired)
+    })
+}
+
 /**
  * Re-reads the known members every millisecond for the first 20 ms, then
  * every 10 ms (never more often than a check costs), so a fast exit is seen
  * fast without spinning on a stubborn group. Only when they are all gone is
  * the whole table scanned, to catch members forked since the last scan.
  */
-const pollUntilEmpty = (members: Membership, known: Live, deadline: number) =>
+const pollUntilEmpty = (members: Membership, wake: (ms: number) => Effect.Effect<void>, known: Live, deadline: number) =>
   Effect.gen(function*() {
     const from = yield* Clock.currentTimeMillis
     let live = known
@@ -100,7 +115,7 @@ const pollUntilEmpty = (members: Membership, known: Live, deadline: number) =>
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(live) || now >= deadline) return live
       const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)
-      yield* Effect.sleep(Math.min(pause, deadline - now))
+      yield* wake(Math.min(pause, deadline - now))
     }
   })
 

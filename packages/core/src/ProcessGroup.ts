@@ -172,7 +172,11 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     output,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
-    stop: (options) => stopAll([group], options).pipe(Effect.map((reports) => reports[0]!)),
+    // alone, a stop can wake on the leader's exit and the pipes closing
+    stop: (options) =>
+      stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(
+        Effect.map((reports) => reports[0]!)
+      ),
     stopReport: Effect.flatMap(Effect.sync(() => stopStates.get(group)!.report), Deferred.poll).pipe(
       Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
     )
