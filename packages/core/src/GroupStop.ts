@@ -93,7 +93,8 @@ const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
 const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
   let pending = events.map((event, i) => ({ i, fired: Effect.as(event, i) }))
   return (ms: number) =>
-    Effect.map(Effect.raceAll([Effect.as(Effect.sleep(ms), -1), ...pending.map((p) => p.fired)]), (fired) => {
+    // a stop usually runs in a finalizer: the losing waits must stay interruptible, or the race waits for them
+    Effect.map(Effect.raceAll([Effect.as(Effect.sleep(ms), -1), ...pending.map((p) => p.fired)].map(Effect.interruptible)), (fired) => {
       pending = pending.filter((p) => p.i !== fired)
     })
 }

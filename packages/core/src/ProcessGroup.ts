@@ -94,7 +94,6 @@ export interface ProcessGroup {
 interface StopState {
   claimed: boolean
   readonly report: Deferred.Deferred<StopReport>
-  readonly release: () => Effect.Effect<void>
 }
 
 const stopStates = new WeakMap<ProcessGroup, StopState>()
@@ -151,12 +150,18 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const output = yield* OutputBuffer.make(limits.bufferBytes)
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
+  // the scope closes after the stop: give the pipes a moment to deliver what
+  // the dead wrote, then end the output whatever still holds them
   const child = yield* Effect.acquireRelease(startChild(spec, shellId), (child) =>
-    Effect.sync(() => {
-      child.stdout?.destroy()
-      child.stderr?.destroy()
-      child.removeAllListeners()
-    }))
+    Deferred.await(closed).pipe(
+      Effect.timeout(Duration.millis(200)),
+      Effect.ignore,
+      Effect.zipRight(Effect.sync(() => {
+        child.stdout?.destroy()
+        child.stderr?.destroy()
+      })),
+      Effect.zipRight(output.end)
+    ))
   child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
   child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
   child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
@@ -181,13 +186,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
     )
   }
-  stopStates.set(group, {
-    claimed: false,
-    report: yield* Deferred.make<StopReport>(),
-    // once the group is empty, give the pipes a moment to drain what the
-    // dead wrote, then end the output whatever still holds them
-    release: () => Deferred.await(closed).pipe(Effect.timeout(Duration.millis(200)), Effect.ignore, Effect.zipRight(output.end))
-  })
+  stopStates.set(group, { claimed: false, report: yield* Deferred.make<StopReport>() })
   yield* Effect.forkScoped(Deferred.await(closed).pipe(Effect.zipRight(output.end)))
   yield* Effect.addFinalizer(() => group.stop())
   return group
@@ -207,12 +206,7 @@ export const stopAll = (
     for (const g of mine) stopStates.get(g)!.claimed = true
     if (mine.length > 0) {
       const reports = yield* GroupStop.stopGroups(mine.map((g) => g.target), options)
-      // the group is empty: the report is final now, while the output is
-      // completed in the background (bounded by the release's own timeout)
-      yield* Effect.forEach(mine, (g, i) => {
-        const state = stopStates.get(g)!
-        return Effect.zipRight(Effect.forkDaemon(state.release()), Deferred.succeed(state.report, reports[i]!))
-      }, { discard: true })
+      yield* Effect.forEach(mine, (g, i) => Deferred.succeed(stopStates.get(g)!.report, reports[i]!), { discard: true })
     }
     return yield* Effect.forEach(states, (s) => Deferred.await(s.report))
   }))

@@ -370,7 +370,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
     const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
     yield* Effect.forEach(all, (shell, i) => settle(shell, reports[i]!), { discard: true })
-    yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true })
+    yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
     if (crashSafe) yield* Journal.remove(stateDir, supervisor.pid)
   })).pipe(Effect.provide(context))
 
