@@ -195,11 +195,12 @@ const socketPids = (stateDir: string): ReadonlyArray<number> => {
 }
 
 /**
- * A supervisor being killed closes its socket a moment before the kernel
- * shows it dead: it counts as alive only if it still is a little later.
+ * A supervisor being killed closes its socket before the kernel shows it
+ * dead (its other threads must exit first, which under load takes a while):
+ * it counts as alive only if it still is up to 2 s later.
  */
 const stillAlive = (supervisor: Supervisor) =>
-  Effect.repeat(Journal.isAlive(supervisor), { while: (alive) => alive, times: 10, schedule: Schedule.spaced("50 millis") })
+  Effect.repeat(Journal.isAlive(supervisor), { while: (alive) => alive, times: 40, schedule: Schedule.spaced("50 millis") })
 
 const protocolError = (error: Http.NoAnswer | Http.Refused) =>
   new ControlError({ socket: error.socket, reason: error._tag === "NoAnswer" ? error.reason : error.body.message })
