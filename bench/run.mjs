@@ -165,9 +165,11 @@ const main = async () => {
   fs.writeFileSync(LATEST, JSON.stringify(data, null, 2) + "\n")
   writeReports(ROOT, data, { command, wallSeconds })
   console.log(renderHeadline(data))
-  for (const r of results.filter((r) => r.target)) {
-    const verdict = r.target.met === null ? "not measured" : r.target.met ? "met" : "MISSED"
-    console.log(`${r.id}: ${r.target.text}: ${r.target.measured} (${verdict})`)
+  for (const r of results) {
+    for (const t of [r.target, r.reference].filter(Boolean)) {
+      const verdict = t.met === null ? "not measured" : t.met ? "met" : "MISSED"
+      console.log(`${r.id}: ${t.text}: ${t.measured} (${verdict})`)
+    }
   }
   console.log(`\nbench: ${Math.round(wallSeconds)} s; wrote bench/results/latest.json, docs/benchmarks.md, docs/bench/*.svg, bench/results/headline.md`)
 }

@@ -9,7 +9,7 @@ export const IMPL_ORDER = ["corral", "lower-bound", "opencode-pr", "effect-comma
 
 const IMPLS = {
   corral:
-    "`ProcessGroup.spawn` and `group.stop()` (`ProcessGroup.stopAll` for many): SIGTERM and SIGCONT to every group of the session, a zombie-aware `/proc` wait up to the grace, then SIGKILL every 10 ms for at most 1 s. For output, `ProcessGroup`'s `OutputBuffer`.",
+    "In the `stop.*` scenarios, `ProcessGroup.spawn` and `group.stop()`: SIGTERM and SIGCONT to every group of the session, a zombie-aware `/proc` wait up to the grace (re-reading the known members, waking on the leader's exit), then SIGKILL every 10 ms for at most 1 s. In the registry scenarios, `ShellRegistry` as users run it, crash safety on (watcher process, journal in a temporary state directory): `registry.start` and `registry.kill`; `stopall.200` releases the registry layer, whose shutdown stops every shell with one shared scan per tick; ingest goes through a registry shell's `OutputBuffer`; reads call `bash_output` through the `ShellTools` toolkit.",
   "lower-bound":
     "Raw `child_process.spawn` with `detached: true`, `process.kill(-pgid, \"SIGTERM\")`, then the leader's `exit` event; nothing checks the rest of the group. If the leader ignores SIGTERM, one group SIGKILL at the end of the grace. For output, a raw pipe drain (`stdout.on(\"data\")`); for reads, one decode of a contiguous buffer.",
   "opencode-pr":
@@ -116,13 +116,11 @@ const chartFor = (result) =>
     })
   })
 
+const verdictText = (t) => (t.met === null ? "not measured" : t.met ? "✅ met" : "❌ missed")
+
+/** Each target, and after it the reference comparison a result may carry. */
 const targetRows = (results) =>
-  results.filter((r) => r.target).map((r) => [
-    `\`${r.id}\``,
-    r.target.text,
-    r.target.measured,
-    r.target.met === null ? "not measured" : r.target.met ? "✅ met" : "❌ missed"
-  ])
+  results.flatMap((r) => [r.target, r.reference].filter(Boolean).map((t) => [`\`${r.id}\``, t.text, t.measured, verdictText(t)]))
 
 const familySection = (family, results) => {
   const mine = results.filter((r) => family.match(r.id))
@@ -146,22 +144,30 @@ const detailsOf = (r) => {
   return out
 }
 
-/** Secondary figures some scenarios carry: peak RSS growth while ingesting, heap per idle shell. */
-const extraTables = (results, impls) => {
-  const keyed = [
-    ["rssGrowthKiB", "Peak RSS growth of the supervisor (KiB, worst run)"],
-    ["heapKiB", "V8 heap growth per idle shell (KiB, median)"]
-  ]
-  return keyed.flatMap(([key, title]) => {
+/** Secondary figures some scenarios carry, each in a table of its own with the implementations that have it. */
+const EXTRAS = [
+  ["rssGrowthKiB", "Peak RSS growth of the supervisor (KiB, worst run)"],
+  ["heapKiB", "V8 heap growth per idle shell (KiB, median)"],
+  [
+    "noCrashSafetyMs",
+    "corral's start without crash safety (`crashSafety: false`: no watcher message, no journal write), timed in the same batch, alternating with the crash-safe registry (ms, median (min–max))"
+  ],
+  ["bufferMicros", "The same read on a bare `OutputBuffer` (`readSince(0)`, `tail(50)`), without registry or tool (µs, median (min–max))"]
+]
+
+const extraValue = (v) => (typeof v === "object" ? `${num(v.median)} (${num(v.min)}–${num(v.max)})` : num(v))
+
+const extraTables = (results, impls) =>
+  EXTRAS.flatMap(([key, title]) => {
     const withKey = results.filter((r) => impls.some((impl) => figureOf(r, impl)?.[key] !== undefined))
+    const columns = impls.filter((impl) => withKey.some((r) => figureOf(r, impl)?.[key] !== undefined))
     if (withKey.length === 0) return []
-    const rows = withKey.map((r) => [`\`${r.id}\``, ...impls.map((impl) => {
+    const rows = withKey.map((r) => [`\`${r.id}\``, ...columns.map((impl) => {
       const v = figureOf(r, impl)?.[key]
-      return v === undefined ? "n/a" : num(v)
+      return v === undefined ? "n/a" : extraValue(v)
     })])
-    return [`${title}:`, "", table(["Scenario", ...impls], rows), ""]
+    return [`${title}:`, "", table(["Scenario", ...columns], rows), ""]
   })
-}
 
 /** A partial run (--only, --impl) keeps older figures: say which ones are fresh. */
 const freshness = (data) => {
@@ -198,7 +204,7 @@ export const renderMarkdown = (data, { command, wallSeconds }) =>
     "",
     "A stop's time runs from the stop call until the implementation's own promise or effect settles. Right after that, the bench reads `/proc` itself (not through corral) and counts live processes of the workload: members of its group or session, and any process carrying the run's `BENCH_MARKER` environment variable. Zombies count as gone. `clean` in `latest.json` means nothing was alive at that moment in any run. Each stop batch first stops one `sleep`, unmeasured, to warm up; the other batches start with an unmeasured round of their own. A stop that hangs is recorded once, not repeated.",
     "",
-    "Registry batches load corral before measuring any implementation, so every spawn is measured from an equally large process. `mem.idle-shell` reads RSS after a forced GC; RSS moves in whole allocator pages, so it is noisy (a negative minimum means RSS shrank); the V8 heap table beside it is steadier.",
+    "Registry batches load corral's registry and tools before measuring any implementation, so every spawn is measured from an equally large process. corral's registry keeps the default limits (16 shells, 256 KiB per buffer, 3 s grace) except in `stopall.200`, where the cap is raised to 200. `mem.idle-shell` holds 16 shells, the registry's default cap, and opens a fresh registry for each run before reading the baseline; it reads RSS after a forced GC; RSS moves in whole allocator pages, so it is noisy (a negative minimum means RSS shrank); the V8 heap table beside it is steadier. Ingest counts a registry shell's bytes once the shell has ended, from a read by a reader that never read before (what it gets plus what it missed).",
     "",
     "Implementations:",
     "",

@@ -7,13 +7,17 @@ const median = (values) => {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
-const reducers = { max: (vs) => Math.max(...vs), median }
+const range = (values) => ({ median: round(median(values)), min: round(Math.min(...values)), max: round(Math.max(...values)) })
+
+const reducers = { max: (vs) => round(Math.max(...vs)), median: (vs) => round(median(vs)), range }
 
 /**
  * median/min/max of the samples' values, `clean` when every run left nothing
  * alive, plus what went wrong when something did: the most processes alive when
  * the stop returned, the most still alive a moment later, and whether it hung.
- * `extras` names further sample fields and how to reduce them ("max" or "median").
+ * `extras` names further sample fields and how to reduce them ("max",
+ * "median", or "range" for median, min and max); a field no sample carries
+ * (another implementation's figure) is left out.
  */
 export const summarize = (samples, extras = {}) => {
   const values = samples.map((s) => s.value)
@@ -29,7 +33,10 @@ export const summarize = (samples, extras = {}) => {
   if (aliveAtReturn > 0) out.aliveAtReturn = aliveAtReturn
   if (leftAlive > 0) out.leftAlive = leftAlive
   if (samples.some((s) => s.timedOut)) out.timedOut = true
-  for (const [key, how] of Object.entries(extras)) out[key] = round(reducers[how](samples.map((s) => s[key])))
+  for (const [key, how] of Object.entries(extras)) {
+    const values = samples.map((s) => s[key]).filter((v) => v !== undefined)
+    if (values.length > 0) out[key] = reducers[how](values)
+  }
   return out
 }
 
@@ -59,11 +66,28 @@ export const evaluate = (results) => {
       r.ratioTo = "lower-bound"
       setRatio(r, ratioOf(r.corral, r.peers["lower-bound"]))
     }
+    delete r.reference
     if (rule === undefined || r.corral === undefined) continue
     r.target = rule.needsRatio && r.ratio === undefined
       ? { text: rule.text, met: null, measured: `not measured: ${r.ratioTo ?? "lower-bound"} missing from this run` }
-      : { text: rule.text, ...rule.check(r) }
+      : { text: rule.text, ...rule.check(r, byId) }
+    if (r.id === "stopall.200") r.reference = againstOwnLowerBound(r)
   }
+}
+
+/**
+ * The issue's target holds 200 stops to 3x one stop, but no implementation
+ * stops 200 groups in 3x its own single stop (the lower bound itself takes
+ * tens of times its own). The fair yardstick is the lower bound doing the same 200 stops,
+ * held to the 2x the stop.* targets use.
+ */
+const againstOwnLowerBound = (r) => {
+  const text = "reference: within 2x the lower bound's own `stopall.200` (the stop.* targets' 2x, not an issue target)"
+  const lower = r.peers["lower-bound"]
+  const ratio = ratioOf(r.corral, lower)
+  if (ratio === undefined) return { text, met: null, measured: "not measured: lower-bound missing from this run" }
+  const itsOwn = lower.ratio === undefined ? "" : `; the lower bound itself takes ${lower.ratio}x its own single stop`
+  return { text, ...verdict(ratio <= 2, `${ratio}x (${r.corral.median} ms against ${lower.median} ms${itsOwn})`) }
 }
 
 const verdict = (met, measured) => ({ met, measured })
@@ -84,13 +108,19 @@ const targets = [
     match: (id) => id === "start.background",
     text: "within 1.3x a raw spawn",
     needsRatio: true,
-    check: (r) => verdict(r.ratio <= 1.3, `${r.ratio}x`)
+    check: (r) => {
+      const lower = r.peers["lower-bound"]
+      const bare = r.corral.noCrashSafetyMs
+      const withoutSafety = bare === undefined ? "" : `; without crash safety ${bare.median} ms, ${round(bare.median / lower.median)}x`
+      return verdict(r.ratio <= 1.3, `${r.ratio}x (${r.corral.median} ms against ${lower.median} ms${withoutSafety})`)
+    }
   },
   {
     match: (id) => id === "stopall.200",
     text: "within 3x one stop (stop.obedient.1.reaping)",
     needsRatio: true,
-    check: (r) => verdict(r.ratio <= 3, `${r.ratio}x`)
+    check: (r, byId) =>
+      verdict(r.ratio <= 3 && r.corral.clean, `${r.ratio}x (${r.corral.median} ms against ${byId.get(r.ratioTo).corral.median} ms)${r.corral.clean ? "" : ", not clean"}`)
   },
   {
     match: (id) => id.startsWith("ingest."),

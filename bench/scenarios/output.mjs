@@ -1,15 +1,21 @@
 // output.read.*: µs to read a full 256 KiB output buffer.
 //
-// Each implementation is a factory that fills its buffer with the same output
-// and returns a `read()` (sync or async). corral's readers call the
-// OutputBuffer directly for now; when the registry's `bash_output` lands, swap
-// `corralReaders` for readers that go through it: nothing else changes.
+// corral's figure is `bash_output` called through the `ShellTools` toolkit,
+// as a model host calls it, on a registry shell whose buffer is full and has
+// wrapped. Each sample also times the same read on a bare `OutputBuffer`
+// (`readSince(0)`, `tail(50)`), so the registry's and the tool's share shows.
 import { Buffer } from "node:buffer"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { loadCorral } from "../lib/peers.mjs"
+import { OWNER, openRegistry, toolCaller } from "../lib/registry.mjs"
 
 const CAPACITY = 256 * 1024
 const PIPE_CHUNK = 64 * 1024
 const ITERATIONS = 200
+/** A tool call costs more than a bare read: fewer per sample keep a sample short. */
+const TOOL_ITERATIONS = 100
 
 /** 1 MiB of log lines with some multi-byte characters, cut into pipe-sized chunks, so the ring has wrapped. */
 const makeOutput = () => {
@@ -32,7 +38,7 @@ const filledBuffer = async () => {
   return { Effect, buffer }
 }
 
-export const corralReaders = {
+const bufferReaders = {
   readAll: async () => {
     const { Effect, buffer } = await filledBuffer()
     return () => Effect.runSync(buffer.readSince(0)).text
@@ -42,6 +48,66 @@ export const corralReaders = {
     return () => Effect.runSync(buffer.tail(50)).text
   }
 }
+
+/**
+ * A registry shell that has printed the whole output and sleeps on. Ready
+ * once the last line is the tail of its buffer.
+ */
+const fullShell = async () => {
+  const { all } = makeOutput()
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-bench-output-"))
+  const file = path.join(dir, "output.log")
+  fs.writeFileSync(file, all)
+  const open = await openRegistry({ crashSafety: true, tools: true })
+  const { Effect } = open.m
+  const text = all.toString("utf8")
+  const lastLine = text.slice(text.lastIndexOf("\n", text.length - 2) + 1)
+  try {
+    const info = await open.run(open.registry.start({ command: `cat '${file}'; exec sleep 1000` }, { owner: OWNER }))
+    for (const deadline = performance.now() + 10_000;;) {
+      const { text: tail } = await open.run(open.registry.output(info.id, { mode: "tail", lines: 1 }))
+      if (tail === lastLine) break
+      if (performance.now() > deadline) throw new Error(`the shell's buffer did not fill in 10 s; its last line: ${JSON.stringify(tail)}`)
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    return { open, Effect, id: info.id }
+  } catch (error) {
+    await open.close()
+    throw error
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * One `bash_output` call per iteration, timed inside one effect so the cost
+ * is the tool's, not the promise bridge's. The default mode returns what is
+ * new to the caller, so each iteration is a caller that never read before
+ * (handlers of an owner of its own, built before the clock starts).
+ */
+const toolReaders = {
+  readAll: async (shell) => async () => {
+    const callers = []
+    for (let i = 0; i < TOOL_ITERATIONS; i++) callers.push(await toolCaller(shell.open, `reader-${++readerCount}`))
+    return timeCalls(shell, callers.map((call) => call({ shell_id: shell.id })))
+  },
+  tail50: async (shell) => {
+    const call = await toolCaller(shell.open, "tail-reader")
+    return async () => timeCalls(shell, Array.from({ length: TOOL_ITERATIONS }, () => call({ shell_id: shell.id, tail_lines: 50 })))
+  }
+}
+
+let readerCount = 0
+
+const timeCalls = (shell, calls) =>
+  shell.open.run(shell.Effect.gen(function*() {
+    const began = performance.now()
+    for (const call of calls) {
+      const { isFailure, result } = yield* call
+      if (isFailure || result.text.length < 1000) throw new Error(`bash_output returned too little: ${JSON.stringify(result).slice(0, 300)}`)
+    }
+    return ((performance.now() - began) * 1000) / calls.length
+  }))
 
 /** The floor: the retained bytes as one contiguous Buffer, decoded once. */
 const retained = () => {
@@ -73,6 +139,33 @@ const meanMicros = async (read) => {
   return ((performance.now() - began) * 1000) / ITERATIONS
 }
 
+/** corral: the tool's µs per call as the value, the bare buffer's beside it. */
+const corralSamples = async (reader, runs) => {
+  const shell = await fullShell()
+  try {
+    const sampleTool = await toolReaders[reader](shell)
+    const bufferRead = await bufferReaders[reader]()
+    // the tool's path is long: a few unmeasured samples let the JIT settle
+    for (let i = 0; i < 3; i++) await sampleTool()
+    await meanMicros(bufferRead)
+    const samples = []
+    for (let i = 0; i < runs; i++) {
+      samples.push({ value: await sampleTool(), bufferMicros: await meanMicros(bufferRead), clean: true })
+    }
+    return samples
+  } finally {
+    await shell.open.close()
+  }
+}
+
+const rawSamples = async (reader, runs) => {
+  const read = await rawReaders[reader]()
+  await meanMicros(read) // warm-up
+  const samples = []
+  for (let i = 0; i < runs; i++) samples.push({ value: await meanMicros(read), clean: true })
+  return samples
+}
+
 const readScenario = ({ id, reader, workload }) => ({
   id,
   suite: "registry",
@@ -81,17 +174,21 @@ const readScenario = ({ id, reader, workload }) => ({
   pid1: "reaping",
   impls: ["corral", "lower-bound"],
   runs: { quick: 5, full: 10 },
+  extras: { bufferMicros: "range" },
   workload,
-  run: async ({ impl, runs }) => {
-    const read = await (impl === "corral" ? corralReaders : rawReaders)[reader]()
-    await meanMicros(read) // warm-up
-    const samples = []
-    for (let i = 0; i < runs; i++) samples.push({ value: await meanMicros(read), clean: true })
-    return { samples }
-  }
+  run: async ({ impl, runs }) => ({ samples: await (impl === "corral" ? corralSamples : rawSamples)(reader, runs) })
 })
 
 export const scenarios = [
-  readScenario({ id: "output.read.256k", reader: "readAll", workload: "everything retained in a full, wrapped 256 KiB buffer (`readSince(0)`)" }),
-  readScenario({ id: "output.read.256k.tail50", reader: "tail50", workload: "the last 50 lines of the same buffer (`tail(50)`)" })
+  readScenario({
+    id: "output.read.256k",
+    reader: "readAll",
+    workload:
+      "`bash_output` in its default mode (what is new) for a caller that has not read yet, on a registry shell whose 256 KiB buffer is full and has wrapped (1 MiB printed); the tool caps its text at 30000 characters"
+  }),
+  readScenario({
+    id: "output.read.256k.tail50",
+    reader: "tail50",
+    workload: "`bash_output` with `tail_lines: 50` on the same shell"
+  })
 ]

@@ -1,10 +1,14 @@
 // What a registry of background shells costs: starting one, stopping many,
-// swallowing a flood of output, and holding idle shells.
+// swallowing a flood of output, and holding idle shells. corral's side goes
+// through `ShellRegistry`, as its users run it: crash safety on (a watcher
+// process and a journal, here in a temporary state directory), default limits
+// unless a scenario needs more shells than the default cap of 16.
 import { spawn } from "node:child_process"
 import { once } from "node:events"
 import { measureStop, newMarker, SETTLE_MS } from "../lib/measure.mjs"
-import { loadCorral, loadEffectCommand, loadExeca, peers, settlesWithin, STOP_PEERS } from "../lib/peers.mjs"
+import { loadEffectCommand, loadExeca, peers, settlesWithin, STOP_PEERS } from "../lib/peers.mjs"
 import { awaitMembers, killLeftovers, liveMembers, sleep } from "../lib/proc.mjs"
+import { drainThroughRegistry, loadRegistry, openRegistry, registryPeer } from "../lib/registry.mjs"
 
 const IDLE_SHELL = { argv: ["sh", "-c", "sleep 1000"], processes: 1 }
 const TEARDOWN_GRACE_MS = 1000
@@ -37,16 +41,33 @@ const withShells = async (peer, count, use) => {
 const gc = () => globalThis.gc?.()
 
 /**
- * Every registry batch loads corral first, whichever implementation it
- * measures: a fork's cost grows with the forking process, so a raw spawn from
- * a bare Node would look cheaper than the same spawn from a supervisor.
+ * A full GC, then a pause for V8 to hand freed pages back and for the
+ * finalizers of the last teardown to run, then another GC: RSS read after
+ * this moves by far less than after a bare `gc()`.
+ */
+const quiesce = async () => {
+  gc()
+  await sleep(50)
+  gc()
+}
+
+/**
+ * Every registry batch loads corral's registry and tools first, whichever
+ * implementation it measures: a fork's cost grows with the forking process,
+ * so a raw spawn from a bare Node would look cheaper than the same spawn from
+ * a supervisor.
  */
 const asSupervisor = (run) => async (batch) => {
-  await loadCorral()
+  await loadRegistry()
   return run(batch)
 }
 
-/** ms from the start call to a handle with an id: `ProcessGroup.spawn` against a raw spawn awaiting `spawn`. */
+/**
+ * ms from the start call to a handle with an id: `ShellRegistry.start`
+ * against a raw spawn awaiting `spawn`. corral's batch holds two registries,
+ * one with crash safety and one without, and alternates between them, so the
+ * watcher's and the journal's share of a start is measured under the same noise.
+ */
 const startBackground = {
   id: "start.background",
   suite: "registry",
@@ -55,37 +76,73 @@ const startBackground = {
   pid1: "reaping",
   impls: ["corral", "lower-bound", "effect-command", "execa"],
   runs: { quick: 20, full: 50 },
+  extras: { noCrashSafetyMs: "range" },
   workload: "`sh -c 'sleep 1000'`, time until the start call returns",
   run: asSupervisor(async ({ impl, runs }) => {
-    const peer = peers[impl]
-    const samples = []
-    for (let i = -2; i < runs; i++) {
-      const sample = await withShells(peer, 1, async ({ startMs }) => ({ value: startMs }))
-      if (i >= 0) samples.push(sample)
+    const startOnce = (peer) => withShells(peer, 1, async ({ startMs }) => ({ value: startMs }))
+    if (impl !== "corral") return { samples: await repeat(runs, 2, () => startOnce(peers[impl])) }
+    const crashSafe = await openRegistry({ crashSafety: true })
+    const plain = await openRegistry({ crashSafety: false })
+    try {
+      const [safePeer, plainPeer] = [registryPeer(crashSafe), registryPeer(plain)]
+      const samples = await repeat(runs, 2, async () => {
+        const safe = await startOnce(safePeer)
+        const bare = await startOnce(plainPeer)
+        return { ...safe, clean: safe.clean && bare.clean, aliveLater: safe.aliveLater + bare.aliveLater, noCrashSafetyMs: bare.value }
+      })
+      return { samples }
+    } finally {
+      await Promise.all([crashSafe.close(), plain.close()])
     }
-    return { samples }
   })
 }
 
-/** ms to stop 200 idle shells at once. */
+/** `runs` samples of `measure`, after `warmUp` unmeasured ones. */
+const repeat = async (runs, warmUp, measure) => {
+  const samples = []
+  for (let i = -warmUp; i < runs; i++) {
+    const sample = await measure()
+    if (i >= 0) samples.push(sample)
+  }
+  return samples
+}
+
+/**
+ * ms to stop 200 idle shells at once. corral: 200 shells started through a
+ * registry (its cap raised to 200), then the registry layer released: its
+ * shutdown stops them all with one shared scan per tick. The clock runs from
+ * the release call until the release is done, watcher and journal included.
+ */
+const STOPALL_COUNT = 200
+const STOPALL_GRACE_MS = 3000
+
+const stopAllWith = async (impl, count) => {
+  const workload = { argv: ["sleep", "1000"], processes: 1 }
+  if (impl !== "corral") return measureStop(peers[impl], { workload, grace: STOPALL_GRACE_MS, count })
+  const open = await openRegistry({ crashSafety: true, limits: { maxShells: count, grace: STOPALL_GRACE_MS } })
+  try {
+    return await measureStop(registryPeer(open, { stopManyBy: "release" }), { workload, grace: STOPALL_GRACE_MS, count })
+  } finally {
+    await open.close()
+  }
+}
+
 const stopAll200 = {
   id: "stopall.200",
   suite: "registry",
   unit: "ms",
   better: "lower",
   pid1: "reaping",
-  grace: 3000,
+  grace: STOPALL_GRACE_MS,
   impls: STOP_PEERS,
   runs: { quick: 3, full: 5 },
   quickSkip: { "tree-kill": "full run only: it spawns one `ps` per process and blocks its event loop for seconds" },
-  workload: "200 `sleep 1000` groups, stopped together",
+  workload: "200 `sleep 1000` groups, stopped together (corral: started through one `ShellRegistry`, stopped by releasing its layer)",
   run: asSupervisor(async ({ impl, runs }) => {
-    const peer = peers[impl]
-    const workload = { argv: ["sleep", "1000"], processes: 1 }
-    await measureStop(peer, { workload, grace: 3000, count: 10 })
+    await stopAllWith(impl, 10)
     const samples = []
     for (let i = 0; i < runs; i++) {
-      const sample = await measureStop(peer, { workload, grace: 3000, count: 200 })
+      const sample = await stopAllWith(impl, STOPALL_COUNT)
       samples.push(sample)
       if (sample.timedOut) break
     }
@@ -110,53 +167,52 @@ const withPeakRss = async (fn) => {
   }
 }
 
-/** Each way of draining a command's stdout completely; resolves with the bytes seen. */
+/**
+ * Each way of draining a command's stdout completely, opened once per batch:
+ * `drain(command, expected)` resolves with the bytes seen.
+ */
 const drains = {
-  corral: async (command, expected) => {
-    const { Effect, ProcessGroup, Scope, Exit, runtime } = await loadCorral()
-    const scope = Effect.runSync(Scope.make())
-    try {
-      const group = await runtime.runPromise(Scope.extend(ProcessGroup.spawn({ command }), scope))
-      await runtime.runPromise(group.awaitExit)
-      // the leader's exit can come before its last bytes are read
-      for (;;) {
-        const { written } = await runtime.runPromise(group.output.stats)
-        if (written >= expected) return written
-        await sleep(1)
-      }
-    } finally {
-      await runtime.runPromise(Scope.close(scope, Exit.void))
+  corral: async () => {
+    const open = await openRegistry({ crashSafety: true })
+    return { drain: drainThroughRegistry(open), close: open.close }
+  },
+  "lower-bound": async () => ({
+    drain: async (command) => {
+      const child = spawn("/bin/sh", ["-c", command], { stdio: ["ignore", "pipe", "pipe"] })
+      let bytes = 0
+      child.stdout.on("data", (b) => (bytes += b.length))
+      child.stderr.resume()
+      await once(child, "close")
+      return bytes
+    }
+  }),
+  "effect-command": async () => {
+    const { Command, Effect, Stream, runtime } = await loadEffectCommand()
+    return {
+      drain: (command) =>
+        runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+          const started = yield* Command.start(Command.make("/bin/sh", "-c", command))
+          const [bytes] = yield* Effect.all([
+            Stream.runFold(started.stdout, 0, (n, chunk) => n + chunk.length),
+            Stream.runDrain(started.stderr)
+          ], { concurrency: 2 })
+          yield* started.exitCode
+          return bytes
+        })))
     }
   },
-  "lower-bound": async (command) => {
-    const child = spawn("/bin/sh", ["-c", command], { stdio: ["ignore", "pipe", "pipe"] })
-    let bytes = 0
-    child.stdout.on("data", (b) => (bytes += b.length))
-    child.stderr.resume()
-    await once(child, "close")
-    return bytes
-  },
-  "effect-command": async (command) => {
-    const { Command, Effect, Stream, runtime } = await loadEffectCommand()
-    const drain = Effect.gen(function*() {
-      const started = yield* Command.start(Command.make("/bin/sh", "-c", command))
-      const [bytes] = yield* Effect.all([
-        Stream.runFold(started.stdout, 0, (n, chunk) => n + chunk.length),
-        Stream.runDrain(started.stderr)
-      ], { concurrency: 2 })
-      yield* started.exitCode
-      return bytes
-    })
-    return runtime.runPromise(Effect.scoped(drain))
-  },
-  execa: async (command) => {
+  execa: async () => {
     const { execa } = await loadExeca()
-    const subprocess = execa("/bin/sh", ["-c", command], { buffer: false, stdin: "ignore" })
-    let bytes = 0
-    subprocess.stdout.on("data", (b) => (bytes += b.length))
-    subprocess.stderr.resume()
-    await subprocess
-    return bytes
+    return {
+      drain: async (command) => {
+        const subprocess = execa("/bin/sh", ["-c", command], { buffer: false, stdin: "ignore" })
+        let bytes = 0
+        subprocess.stdout.on("data", (b) => (bytes += b.length))
+        subprocess.stderr.resume()
+        await subprocess
+        return bytes
+      }
+    }
   }
 }
 
@@ -177,22 +233,33 @@ const ingestScenario = ({ id, command, workload }) => ({
   extras: { rssGrowthKiB: "max" },
   workload,
   run: asSupervisor(async ({ impl, runs }) => {
-    const drain = drains[impl]
-    // an unmeasured 128 MiB first pays for loading, JIT and the heap's first growth
-    await drain(command(WARM_UP_BYTES), WARM_UP_BYTES)
-    const samples = []
-    for (let i = 0; i < runs; i++) {
-      const began = performance.now()
-      const { result: bytes, rssGrowthKiB } = await withPeakRss(() => drain(command(GIB), GIB))
-      const seconds = (performance.now() - began) / 1000
-      if (bytes < GIB) throw new Error(`${impl} saw ${bytes} of ${GIB} bytes`)
-      samples.push({ value: bytes / 1024 ** 2 / seconds, clean: true, rssGrowthKiB })
+    const { drain, close } = await drains[impl]()
+    try {
+      // an unmeasured 128 MiB first pays for loading, JIT and the heap's first growth
+      await drain(command(WARM_UP_BYTES), WARM_UP_BYTES)
+      const samples = []
+      for (let i = 0; i < runs; i++) {
+        const began = performance.now()
+        const { result: bytes, rssGrowthKiB } = await withPeakRss(() => drain(command(GIB), GIB))
+        const seconds = (performance.now() - began) / 1000
+        if (bytes < GIB) throw new Error(`${impl} saw ${bytes} of ${GIB} bytes`)
+        samples.push({ value: bytes / 1024 ** 2 / seconds, clean: true, rssGrowthKiB })
+      }
+      return { samples }
+    } finally {
+      await close?.()
     }
-    return { samples }
   })
 })
 
-/** Supervisor memory per idle shell: RSS and heap growth over 100 shells (25 in --quick), after GC. */
+/** As many idle shells as a registry runs by default, its cap. */
+const IDLE_COUNT = 16
+
+/**
+ * Supervisor memory per idle shell: RSS and heap growth over 16 shells, after
+ * GC. corral holds them in one registry per batch; its retention is 0 so a
+ * run's shells are dropped once stopped and the next baseline holds none.
+ */
 const idleShell = {
   id: "mem.idle-shell",
   suite: "registry",
@@ -200,27 +267,29 @@ const idleShell = {
   better: "lower",
   pid1: "reaping",
   impls: ["corral", "lower-bound", "effect-command", "execa"],
-  runs: { quick: 3, full: 5 },
+  runs: { quick: 5, full: 10 },
   extras: { heapKiB: "median" },
-  workload: "100 idle `sh -c 'sleep 1000'` (25 with --quick) held at once; growth of the supervisor's RSS after GC, per shell",
-  run: asSupervisor(async ({ impl, runs, quick }) => {
-    const peer = peers[impl]
-    const count = quick ? 25 : 100
-    const samples = []
-    for (let i = -1; i < runs; i++) {
-      gc()
+  workload: `${IDLE_COUNT} idle \`sh -c 'sleep 1000'\` held at once (corral: by one \`ShellRegistry\`); growth of the supervisor's RSS after GC, per shell`,
+  run: asSupervisor(async ({ impl, runs }) => {
+    const open = impl === "corral" ? await openRegistry({ crashSafety: true, limits: { retention: 0 } }) : undefined
+    const peer = open === undefined ? peers[impl] : registryPeer(open)
+    const measureOnce = async () => {
+      await quiesce()
       const rss = process.memoryUsage.rss()
       const heap = process.memoryUsage().heapUsed
-      const sample = await withShells(peer, count, async () => {
-        gc()
+      return withShells(peer, IDLE_COUNT, async () => {
+        await quiesce()
         return {
-          value: (process.memoryUsage.rss() - rss) / 1024 / count,
-          heapKiB: (process.memoryUsage().heapUsed - heap) / 1024 / count
+          value: (process.memoryUsage.rss() - rss) / 1024 / IDLE_COUNT,
+          heapKiB: (process.memoryUsage().heapUsed - heap) / 1024 / IDLE_COUNT
         }
       })
-      if (i >= 0) samples.push(sample)
     }
-    return { samples }
+    try {
+      return { samples: await repeat(runs, 2, measureOnce) }
+    } finally {
+      await open?.close()
+    }
   })
 }
 
