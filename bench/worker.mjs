@@ -1,13 +1,15 @@
 // Runs one (scenario, implementation) batch. bench/run.mjs starts it inside a
-// PID namespace of its own and reads the single result line it prints.
+// PID namespace of its own and reads the single result line it prints. A
+// scenario that needs a fresh process per sample starts it again, in the same
+// namespace, with `probe: true` (see runProbe).
 import { RESULT_PREFIX } from "./lib/namespace.mjs"
 import { scenarios } from "./scenarios/index.mjs"
 
 const main = async () => {
-  const { id, impl, runs, quick } = JSON.parse(process.argv[2])
-  const scenario = scenarios.find((s) => s.id === id)
-  if (scenario === undefined) throw new Error(`unknown scenario ${id}`)
-  const result = await scenario.run({ impl, runs, quick })
+  const batch = JSON.parse(process.argv[2])
+  const scenario = scenarios.find((s) => s.id === batch.id)
+  if (scenario === undefined) throw new Error(`unknown scenario ${batch.id}`)
+  const result = await scenario.run(batch)
   process.stdout.write(`${RESULT_PREFIX}${JSON.stringify(result)}\n`)
 }
 

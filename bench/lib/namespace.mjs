@@ -21,18 +21,32 @@ const initArgv = {
   reaping: (argv) => ["bash", "-c", "\"$@\"; exit $?", "reaper", ...argv]
 }
 
+const workerArgv = (batch) => [process.execPath, "--expose-gc", WORKER, JSON.stringify(batch)]
+
 /** Runs one batch; resolves with the worker's parsed result or rejects with its stderr. */
 export const runBatch = (batch, { pid1, timeoutMs }) =>
-  new Promise((resolve, reject) => {
-    const worker = [process.execPath, "--expose-gc", WORKER, JSON.stringify(batch)]
-    const child = spawn("unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", ...initArgv[pid1](worker)], {
+  collect(
+    spawn("unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", ...initArgv[pid1](workerArgv(batch))], {
       stdio: ["ignore", "pipe", "pipe"]
-    })
+    }),
+    batch,
+    timeoutMs
+  )
+
+/** From inside a batch: runs `batch` in a fresh worker process in the same namespace. */
+export const runProbe = (batch, timeoutMs = 60_000) => {
+  const [node, ...args] = workerArgv(batch)
+  return collect(spawn(node, args, { stdio: ["ignore", "pipe", "pipe"] }), batch, timeoutMs)
+}
+
+const collect = (child, batch, timeoutMs) =>
+  new Promise((resolve, reject) => {
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (b) => (stdout += b))
     child.stderr.on("data", (b) => (stderr += b))
-    // --kill-child: the namespace, and everything in it, dies with unshare
+    // a batch's namespace, and everything in it, dies with unshare (--kill-child);
+    // what a killed probe leaves dies with its batch's namespace
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs)
     child.on("error", reject)
     child.on("close", (code, signal) => {

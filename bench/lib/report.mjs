@@ -137,6 +137,7 @@ const detailsOf = (r) => {
   const out = [`PID 1 ${r.pid1}`]
   if (r.grace !== undefined) out.push(`grace ${r.grace} ms`)
   if (r.ratio !== undefined) out.push(`corral is ${r.ratio}x ${r.ratioTo}`)
+  if (r.reference !== undefined && r.reference.met !== null) out.push(`against the lower bound's own \`${r.id}\`: ${r.reference.measured}`)
   const peerRatios = Object.entries(r.peers).filter(([, p]) => p.ratio !== undefined)
   if (peerRatios.length > 0) {
     out.push(`each peer against its own \`${r.ratioTo}\`: ${peerRatios.map(([impl, p]) => `${impl} ${p.ratio}x`).join(", ")}`)
@@ -204,7 +205,7 @@ export const renderMarkdown = (data, { command, wallSeconds }) =>
     "",
     "A stop's time runs from the stop call until the implementation's own promise or effect settles. Right after that, the bench reads `/proc` itself (not through corral) and counts live processes of the workload: members of its group or session, and any process carrying the run's `BENCH_MARKER` environment variable. Zombies count as gone. `clean` in `latest.json` means nothing was alive at that moment in any run. Each stop batch first stops one `sleep`, unmeasured, to warm up; the other batches start with an unmeasured round of their own. A stop that hangs is recorded once, not repeated.",
     "",
-    "Registry batches load corral's registry and tools before measuring any implementation, so every spawn is measured from an equally large process. corral's registry keeps the default limits (16 shells, 256 KiB per buffer, 3 s grace) except in `stopall.200`, where the cap is raised to 200. `mem.idle-shell` holds 16 shells, the registry's default cap, and opens a fresh registry for each run before reading the baseline; it reads RSS after a forced GC; RSS moves in whole allocator pages, so it is noisy (a negative minimum means RSS shrank); the V8 heap table beside it is steadier. Ingest counts a registry shell's bytes once the shell has ended, from a read by a reader that never read before (what it gets plus what it missed).",
+    "Registry batches load corral's registry and tools before measuring any implementation, so every spawn is measured from an equally large process. corral's registry keeps the default limits (16 shells, 256 KiB per buffer, 3 s grace) except in `stopall.200`, where the cap is raised to 200. `mem.idle-shell` runs each sample in a fresh worker process (in the batch's namespace) that has stopped nothing yet: a stop leaves garbage whose pages the allocator returns at unpredictable times, which made RSS shrink while shells were added. Each sample starts and keeps one unmeasured shell first (loading and JIT), then reads RSS and the V8 heap after forced GCs, starts 16 shells (the registry's default cap, raised to 17 there for the warm-up shell) and reads them again. RSS moves in whole allocator pages, so it stays noisy; the V8 heap table beside it is steadier. Ingest counts a registry shell's bytes once the shell has ended, from a read by a reader that never read before (what it gets plus what it missed).",
     "",
     "Implementations:",
     "",

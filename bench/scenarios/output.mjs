@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { loadCorral } from "../lib/peers.mjs"
+import { sleep } from "../lib/proc.mjs"
 import { OWNER, openRegistry, toolCaller } from "../lib/registry.mjs"
 
 const CAPACITY = 256 * 1024
@@ -68,7 +69,7 @@ const fullShell = async () => {
       const { text: tail } = await open.run(open.registry.output(info.id, { mode: "tail", lines: 1 }))
       if (tail === lastLine) break
       if (performance.now() > deadline) throw new Error(`the shell's buffer did not fill in 10 s; its last line: ${JSON.stringify(tail)}`)
-      await new Promise((resolve) => setTimeout(resolve, 5))
+      await sleep(5)
     }
     return { open, Effect, id: info.id }
   } catch (error) {
@@ -85,6 +86,8 @@ const fullShell = async () => {
  * new to the caller, so each iteration is a caller that never read before
  * (handlers of an owner of its own, built before the clock starts).
  */
+let readerCount = 0
+
 const toolReaders = {
   readAll: async (shell) => async () => {
     const callers = []
@@ -96,8 +99,6 @@ const toolReaders = {
     return async () => timeCalls(shell, Array.from({ length: TOOL_ITERATIONS }, () => call({ shell_id: shell.id, tail_lines: 50 })))
   }
 }
-
-let readerCount = 0
 
 const timeCalls = (shell, calls) =>
   shell.open.run(shell.Effect.gen(function*() {

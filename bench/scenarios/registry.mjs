@@ -7,26 +7,36 @@ import { spawn } from "node:child_process"
 import { once } from "node:events"
 import { measureStop, newMarker, SETTLE_MS } from "../lib/measure.mjs"
 import { loadEffectCommand, loadExeca, peers, settlesWithin, STOP_PEERS } from "../lib/peers.mjs"
+import { runProbe } from "../lib/namespace.mjs"
 import { awaitMembers, killLeftovers, liveMembers, sleep } from "../lib/proc.mjs"
 import { drainThroughRegistry, loadRegistry, openRegistry, registryPeer } from "../lib/registry.mjs"
 
 const IDLE_SHELL = { argv: ["sh", "-c", "sleep 1000"], processes: 1 }
 const TEARDOWN_GRACE_MS = 1000
 
-/** Starts one handle per env, stops them with the peer's own stop, and reports whether that left anything. */
-const withShells = async (peer, count, use) => {
+/**
+ * Starts `count` shells, hands them to `use`, stops them with the peer's own
+ * stop and reports whether that left anything. With `warmUp`, that many
+ * shells are started first and kept running alongside; `beforeMeasured`
+ * runs between them and the measured ones, and `use` gets what it returned.
+ */
+const withShells = async (peer, count, use, { warmUp = 0, beforeMeasured } = {}) => {
   const marker = newMarker()
   const target = { marker, groups: [] }
   const handles = []
+  const startOne = async () => {
+    const handle = await peer.start({ argv: IDLE_SHELL.argv, env: { BENCH_MARKER: `${marker}-${handles.length}` }, grace: TEARDOWN_GRACE_MS })
+    handles.push(handle)
+    target.groups.push(...handle.groups)
+  }
   try {
+    for (let i = 0; i < warmUp; i++) await startOne()
+    const before = await beforeMeasured?.()
     const began = performance.now()
-    for (let i = 0; i < count; i++) {
-      handles.push(await peer.start({ argv: IDLE_SHELL.argv, env: { BENCH_MARKER: `${marker}-${i}` }, grace: TEARDOWN_GRACE_MS }))
-    }
+    for (let i = 0; i < count; i++) await startOne()
     const startMs = performance.now() - began
-    target.groups = handles.flatMap((h) => h.groups)
-    await awaitMembers(target, count)
-    const sample = await use({ handles, startMs })
+    await awaitMembers(target, warmUp + count)
+    const sample = await use({ handles, startMs, before })
     // the peer's own teardown, judged like a stop: what is still alive once it had time to act
     await settlesWithin(peer.stopMany(handles), TEARDOWN_GRACE_MS + 2000)
     await sleep(SETTLE_MS)
@@ -255,10 +265,40 @@ const ingestScenario = ({ id, command, workload }) => ({
 /** As many idle shells as a registry runs by default, its cap. */
 const IDLE_COUNT = 16
 
+const memory = () => ({ rss: process.memoryUsage.rss(), heap: process.memoryUsage().heapUsed })
+
 /**
- * Supervisor memory per idle shell: RSS and heap growth over 16 shells, after
- * GC. corral holds them in one registry per batch; its retention is 0 so a
- * run's shells are dropped once stopped and the next baseline holds none.
+ * One sample of memory per idle shell, in a process that has stopped nothing
+ * yet: every stop leaves garbage (corral's reads of /proc allocate a buffer
+ * per file) whose pages the allocator hands back at unpredictable times, so
+ * after a stop RSS can shrink while shells are added. One shell is started
+ * and kept first, so loading and JIT of the start path are not counted.
+ */
+const idleSample = async (impl) => {
+  // the cap makes room for the warm-up shell beside the 16 measured
+  const open = impl === "corral" ? await openRegistry({ crashSafety: true, limits: { maxShells: IDLE_COUNT + 1 } }) : undefined
+  try {
+    const peer = open === undefined ? peers[impl] : registryPeer(open, { stopManyBy: "release" })
+    return await withShells(peer, IDLE_COUNT, async ({ before }) => {
+      await quiesce()
+      const after = memory()
+      return { value: (after.rss - before.rss) / 1024 / IDLE_COUNT, heapKiB: (after.heap - before.heap) / 1024 / IDLE_COUNT }
+    }, {
+      warmUp: 1,
+      beforeMeasured: async () => {
+        await quiesce()
+        return memory()
+      }
+    })
+  } finally {
+    await open?.close()
+  }
+}
+
+/**
+ * Supervisor memory per idle shell: RSS and heap growth over 16 shells (the
+ * registry's default cap; corral holds them in one `ShellRegistry`), after
+ * GC. Each sample runs in a fresh worker process of its own (see idleSample).
  */
 const idleShell = {
   id: "mem.idle-shell",
@@ -267,29 +307,14 @@ const idleShell = {
   better: "lower",
   pid1: "reaping",
   impls: ["corral", "lower-bound", "effect-command", "execa"],
-  runs: { quick: 5, full: 10 },
+  runs: { quick: 3, full: 7 },
   extras: { heapKiB: "median" },
-  workload: `${IDLE_COUNT} idle \`sh -c 'sleep 1000'\` held at once (corral: by one \`ShellRegistry\`); growth of the supervisor's RSS after GC, per shell`,
-  run: asSupervisor(async ({ impl, runs }) => {
-    const open = impl === "corral" ? await openRegistry({ crashSafety: true, limits: { retention: 0 } }) : undefined
-    const peer = open === undefined ? peers[impl] : registryPeer(open)
-    const measureOnce = async () => {
-      await quiesce()
-      const rss = process.memoryUsage.rss()
-      const heap = process.memoryUsage().heapUsed
-      return withShells(peer, IDLE_COUNT, async () => {
-        await quiesce()
-        return {
-          value: (process.memoryUsage.rss() - rss) / 1024 / IDLE_COUNT,
-          heapKiB: (process.memoryUsage().heapUsed - heap) / 1024 / IDLE_COUNT
-        }
-      })
-    }
-    try {
-      return { samples: await repeat(runs, 2, measureOnce) }
-    } finally {
-      await open?.close()
-    }
+  workload: `${IDLE_COUNT} idle \`sh -c 'sleep 1000'\` held at once (corral: by one \`ShellRegistry\`); growth of the supervisor's RSS after GC, per shell, each run in a fresh process`,
+  run: asSupervisor(async ({ id, impl, runs, quick, probe }) => {
+    if (probe) return { samples: [await idleSample(impl)] }
+    const samples = []
+    for (let i = 0; i < runs; i++) samples.push(...(await runProbe({ id, impl, runs: 1, quick, probe: true })).samples)
+    return { samples }
   })
 }
 
