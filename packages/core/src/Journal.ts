@@ -32,6 +32,8 @@ export interface JournalShell {
 
 export interface Supervisor {
   readonly pid: number
+  /** Set when another registry was already alive in the same process. */
+  readonly instance?: number | undefined
   readonly startTime: number
   readonly name: string
   readonly startedAt: number
@@ -46,19 +48,21 @@ export interface JournalEntry {
 
 export const directory = (stateDir: string) => path.join(stateDir, "supervisors")
 
-export const fileOf = (stateDir: string, pid: number) => path.join(directory(stateDir), `${pid}.json`)
+/** The pid, or `<pid>.<instance>` for a second registry in one process: names its journal and prefixes its tags. */
+export const keyOf = (supervisor: Supervisor): string =>
+  supervisor.instance === undefined || supervisor.instance <= 1 ? `${supervisor.pid}` : `${supervisor.pid}.${supervisor.instance}`
 
+export const fileOf = (stateDir: string, key: number | string) => path.join(directory(stateDir), `${key}.json`)
+
+/** Writes a supervisor's journal; `directory(stateDir)` must exist (`StateDir.ensure`). */
 export const write = (stateDir: string, entry: JournalEntry): Effect.Effect<void> =>
-  Effect.zipRight(
-    StateDir.ensure(directory(stateDir)),
-    Effect.sync(() => StateDir.writePrivate(fileOf(stateDir, entry.supervisor.pid), JSON.stringify(entry)))
-  )
+  Effect.sync(() => StateDir.writePrivate(fileOf(stateDir, keyOf(entry.supervisor)), JSON.stringify(entry)))
 
 /** Deletes a supervisor's journal, and the control socket it may have left. */
-export const remove = (stateDir: string, pid: number): Effect.Effect<void> =>
+export const remove = (stateDir: string, key: number | string): Effect.Effect<void> =>
   Effect.sync(() => {
-    fs.rmSync(fileOf(stateDir, pid), { force: true })
-    fs.rmSync(path.join(directory(stateDir), `${pid}.sock`), { force: true })
+    fs.rmSync(fileOf(stateDir, key), { force: true })
+    fs.rmSync(path.join(directory(stateDir), `${key}.sock`), { force: true })
   })
 
 /** Every journal in the state directory; unreadable files are skipped. */
@@ -129,7 +133,7 @@ export const reapDead = Effect.fn("Journal.reapDead")(function*(stateDir: string
           `(pid ${entry.supervisor.pid}): ${reports[i]!.members} processes stopped`
       )
     }
-    yield* remove(stateDir, entry.supervisor.pid)
+    yield* remove(stateDir, keyOf(entry.supervisor))
   }
   return reaped
 })

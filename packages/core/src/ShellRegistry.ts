@@ -210,6 +210,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const crashSafe = options.crashSafety !== false
   if (crashSafe) {
     yield* StateDir.ensure(stateDir)
+    yield* StateDir.ensure(Journal.directory(stateDir))
     yield* Journal.reapDead(stateDir)
   }
   const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
@@ -223,7 +224,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     }))
 
   const writeJournal = journalLock.withPermits(1)(Effect.gen(function*() {
-    if (!crashSafe) return
+    // the shutdown removes the journal once it is done, not once per shell
+    if (!crashSafe || closing) return
     const live = yield* Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), isActive))
     yield* Journal.write(stateDir, { version: 1, supervisor, shells: live.map(journalShell) })
   }))
@@ -286,6 +288,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const naturalEnd = (shell: Shell) =>
     Effect.gen(function*() {
       const exit = yield* shell.group.awaitExit
+      // a stop under way will empty the group: no need to watch it here
+      if ((yield* Ref.get(shell.status))._tag === "Stopping") return
       let members = groupMembers(yield* table.scan, shell.group.pid).length
       while (members > 0) {
         yield* Ref.update(shell.status, (s): ShellStatus =>
@@ -318,7 +322,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.values(), infoOf) })
       }
       const id = `s${++counter}`
-      const tag = `${supervisor.pid}:${id}`
+      const tag = `${Journal.keyOf(supervisor)}:${id}`
       const scope = yield* Scope.make()
       const group = yield* ProcessGroup.spawn({ ...spec, shellId: tag }).pipe(
         Scope.extend(scope),
@@ -371,7 +375,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
     yield* Effect.forEach(all, (shell, i) => settle(shell, reports[i]!), { discard: true })
     yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
-    if (crashSafe) yield* Journal.remove(stateDir, supervisor.pid)
+    if (crashSafe) yield* Journal.remove(stateDir, Journal.keyOf(supervisor))
   })).pipe(Effect.provide(context))
 
   yield* Effect.addFinalizer(() => shutdown)
@@ -402,6 +406,24 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   })
 })
 
+/**
+ * Registries alive in this process. The first is instance 1, tagged and
+ * journalled by the bare pid; another alive at the same time gets its own
+ * number, so two never share a tag (and take each other's processes for
+ * escapers) or a journal file.
+ */
+const liveInstances = new Set<number>()
+
+const claimInstance = Effect.acquireRelease(
+  Effect.sync(() => {
+    let n = 1
+    while (liveInstances.has(n)) n++
+    liveInstances.add(n)
+    return n
+  }),
+  (n) => Effect.sync(() => liveInstances.delete(n))
+)
+
 const journalShell = (s: Shell): Journal.JournalShell => ({
   id: s.id,
   tag: s.base.tag,
@@ -419,8 +441,10 @@ const supervisorIdentity = (options: RegistryOptions) =>
   Effect.gen(function*() {
     const table = yield* ProcessTable
     const self = yield* table.lookup(process.pid)
+    const instance = yield* claimInstance
     return {
       pid: process.pid,
+      ...(instance > 1 ? { instance } : {}),
       startTime: Option.match(self, { onNone: () => 0, onSome: (p) => p.startTime }),
       name: options.name ?? process.title,
       startedAt: yield* Clock.currentTimeMillis

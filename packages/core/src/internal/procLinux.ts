@@ -4,9 +4,27 @@ import { parseStat } from "./procStat.js"
 
 export const available = (): boolean => process.platform === "linux" && fs.existsSync("/proc/self/stat")
 
+// /proc files report a size of 0, so readFileSync allocates a 64 KiB buffer
+// for every read; one reused buffer makes a scan cheaper and garbage-free.
+const scratch = Buffer.allocUnsafe(4096)
+
+/** The whole file, read into `scratch` (growing past it only for long files). */
+const readProc = (path: string): string => {
+  const fd = fs.openSync(path, "r")
+  try {
+    let length = fs.readSync(fd, scratch, 0, scratch.length, null)
+    if (length < scratch.length) return scratch.toString("latin1", 0, length)
+    const parts = [Buffer.from(scratch)]
+    while ((length = fs.readSync(fd, scratch, 0, scratch.length, null)) > 0) parts.push(Buffer.from(scratch.subarray(0, length)))
+    return Buffer.concat(parts).toString("latin1")
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 export const read = (pid: number): ProcessInfo | undefined => {
   try {
-    return parseStat(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+    return parseStat(readProc(`/proc/${pid}/stat`))
   } catch {
     return undefined
   }
@@ -30,7 +48,7 @@ const TAG = "CORRAL_SHELL_ID="
 export const shellIdOf = (pid: number): string | undefined => {
   let env: string
   try {
-    env = fs.readFileSync(`/proc/${pid}/environ`, "latin1")
+    env = readProc(`/proc/${pid}/environ`)
   } catch {
     return undefined
   }
@@ -43,4 +61,4 @@ export const shellIdOf = (pid: number): string | undefined => {
 
 // /proc/uptime and stat's starttime share the boot clock; USER_HZ is 100 on
 // every Linux ABI Node supports.
-export const now = (): number => Math.floor(Number(fs.readFileSync("/proc/uptime", "latin1").split(" ")[0]) * 100)
+export const now = (): number => Math.floor(Number(readProc("/proc/uptime").split(" ")[0]) * 100)
