@@ -6,6 +6,8 @@
  * registry's watcher process stops them.
  */
 import * as fs from "node:fs"
+import type { ContainmentUnavailable } from "@corral/core/Containment"
+import { Containment } from "@corral/core/Containment"
 import { ControlServer } from "@corral/core/ControlServer"
 import { Limits } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
@@ -66,13 +68,13 @@ const version = (): string =>
   JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
 const limitsLayer = (args: McpArgs) =>
-  Layer.merge(
+  Containment.layer().pipe(Layer.provideMerge(Layer.merge(
     ProcessTable.layer,
     Limits.layerConfig({
       ...(args.maxShells === undefined ? {} : { maxShells: args.maxShells }),
       ...(args.grace === undefined ? {} : { grace: args.grace })
     })
-  )
+  )))
 
 /**
  * The control socket that `corral ls|show|logs|stop|top` talk to. Without it
@@ -114,7 +116,7 @@ const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
   return yield* Effect.raceFirst(Fiber.join(server), stopped)
 }, Effect.scoped)
 
-type McpError = UsageError | ConfigError.ConfigError
+type McpError = UsageError | ConfigError.ConfigError | ContainmentUnavailable
 
 const messageOf = (error: McpError): string =>
   error._tag === "ConfigError" ? `bad configuration: ${error}` : error.message

@@ -3,10 +3,13 @@
  * group of its own with corral's stdin, stdout and stderr, and when it ends,
  * however it ends, nothing it started is left running.
  */
+import type { ContainmentUnavailable } from "@corral/core/Containment"
+import { Containment } from "@corral/core/Containment"
 import * as DurationInput from "@corral/core/DurationInput"
 import { Limits } from "@corral/core/Limits"
 import * as ProcessGroup from "@corral/core/ProcessGroup"
 import { ProcessTable } from "@corral/core/ProcessTable"
+import * as Watcher from "@corral/core/Watcher"
 import * as Cause from "effect/Cause"
 import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
@@ -114,7 +117,11 @@ const settle = (group: ProcessGroup.ProcessGroup, outcome: Outcome, args: RunArg
 
 const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs) {
   const signalled = yield* Signals.listen(Signals.terminationSignals)
+  // the watcher stops CMD's group if corral itself is SIGKILLed
+  const watcher = yield* Watcher.make
+  yield* (yield* Containment).reapLeftovers
   const group = yield* ProcessGroup.spawn({ command: args.command, stdio: "inherit" })
+  yield* watcher.guard(group.target)
   const outcome = yield* Effect.raceAll<Effect.Effect<Outcome>>([
     Effect.map(group.awaitExit, (status) => ({ _tag: "Exited", status })),
     Option.match(args.timeout, {
@@ -127,12 +134,12 @@ const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs) {
 }, Effect.scoped)
 
 const layer = (args: RunArgs) =>
-  Layer.merge(
+  Containment.layer().pipe(Layer.provideMerge(Layer.merge(
     ProcessTable.layer,
     Limits.layerConfig(Option.match(args.grace, { onNone: () => ({}), onSome: (grace) => ({ grace }) }))
-  )
+  )))
 
-type RunError = UsageError | ConfigError.ConfigError | ProcessGroup.ProcessGroupError
+type RunError = UsageError | ConfigError.ConfigError | ContainmentUnavailable | ProcessGroup.ProcessGroupError
 
 const exitCodeOf = (error: RunError): number => {
   if (error._tag !== "SpawnError") return ExitCode.Failed

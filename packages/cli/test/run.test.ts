@@ -247,7 +247,7 @@ describe("corral run: signals sent to corral", () => {
       const result = yield* run.finished
       expect(result.code).toBe(128 + 15)
       expect(result.stderr).toMatch(/^corral: received SIGHUP: passing it on to group \d+\n/)
-      expect(result.stderr).toMatch(/corral: stopped group \d+ in \d+ms: SIGTERM sufficed, 1 process\n$/)
+      expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/)
       expect(carrying(shellId)).toEqual([])
     }))
 })
@@ -258,14 +258,14 @@ describe("corral run: --verbose", () => {
       const result = yield* runToEnd(["--verbose", "--timeout", "200ms", "sleep", "30"])
       expect(result.code).toBe(124)
       expect(result.stderr).toMatch(
-        /^corral: timed out after 200ms: stopping group (\d+)\ncorral: stopped group \1 in \d+ms: SIGTERM sufficed, 1 process\n$/
+        /^corral: timed out after 200ms: stopping group (\d+)\ncorral: stopped group \1 \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/
       )
     }))
 
   it.scopedLive("says so when CMD left nothing behind", () =>
     Effect.gen(function*() {
       const result = yield* runToEnd(["-v", "true"])
-      expect(result.stderr).toMatch(/^corral: stopped group \d+ in \d+ms: nothing was left running\n$/)
+      expect(result.stderr).toMatch(/^corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: nothing was left running\n$/)
     }))
 })
 
@@ -279,7 +279,7 @@ orphaning("corral run: whole groups (orphans processes, so needs the PID namespa
       const shellId = yield* run.shellId
       const result = yield* run.finished
       expect(result.code).toBe(124)
-      expect(result.stderr).toMatch(/corral: stopped group \d+ in \d+ms: escalated to SIGKILL, 3 processes\n$/)
+      expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: escalated to SIGKILL for \d+ of 3 processes\n$/)
       expect(carrying(shellId)).toEqual([])
     }))
 
@@ -289,7 +289,7 @@ orphaning("corral run: whole groups (orphans processes, so needs the PID namespa
       const shellId = yield* run.shellId
       const result = yield* run.finished
       expect(result.code).toBe(0)
-      expect(result.stderr).toMatch(/^corral: stopped group \d+ in \d+ms: SIGTERM sufficed, 1 process\n$/)
+      expect(result.stderr).toMatch(/^corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/)
       expect(carrying(shellId)).toEqual([])
     }))
 

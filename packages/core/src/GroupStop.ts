@@ -1,17 +1,19 @@
 /**
- * The stop: SIGTERM and SIGCONT to every group of a shell's session, a
- * zombie-aware wait for it to empty, then a bounded SIGKILL loop. Many
- * shells stop together with one process-table scan per tick.
+ * The stop: SIGTERM and SIGCONT to every member, a zombie-aware wait for the
+ * shell to empty, then a bounded kill loop. Who the members are, and how a
+ * kill reaches all of them, is the membership's business (a cgroup, or a
+ * process-table scan); the sequence is the same for both. Many shells stop
+ * together with one process-table scan per tick.
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import { Limits } from "./Limits.js"
-import type { ProcessInfo, Signal } from "./ProcessTable.js"
-import { isGone, ProcessTable } from "./ProcessTable.js"
+import type { Live, Membership } from "./internal/membership.js"
+import * as MembershipImpl from "./internal/membership.js"
+import { ProcessTable } from "./ProcessTable.js"
 
-/** What identifies a group corral started, and guards against PID reuse. */
+/** What identifies a shell corral started, and guards against PID reuse. Serializable: the watcher and journal carry it. */
 export interface StopTarget {
   readonly pgid: number
   readonly sid: number
@@ -19,18 +21,25 @@ export interface StopTarget {
   readonly startTime: number
   /** `CORRAL_SHELL_ID` of the group, used to find processes that left the session. */
   readonly shellId?: string | undefined
+  /** The shell's own cgroup (absolute path) when it is held in one: then membership is exact. */
+  readonly cgroup?: string | undefined
 }
 
 export interface StopReport {
   readonly pgid: number
+  /** How membership was known: `cgroup` (exact) or `procScan` (group, session, tag and descendants). */
+  readonly containment: "cgroup" | "procScan"
   readonly signals: Readonly<Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>>
+  /** Whether anything needed SIGKILL. */
   readonly escalated: boolean
+  /** Processes that were still alive when the grace ran out, or found later: each needed SIGKILL. */
+  readonly killed: number
   readonly durationMs: number
   /** Live processes when the stop began. */
   readonly members: number
-  /** Pids still alive when the SIGKILL loop gave up (uninterruptible sleep, or no permission). */
+  /** Pids still alive when the kill loop gave up (uninterruptible sleep, or no permission). */
   readonly survivors: ReadonlyArray<number>
-  /** Pids that had left the session (`setsid`), found by their `CORRAL_SHELL_ID`. */
+  /** Pids that had left the session (`setsid`), found by their tag or their parent and signalled by pid. */
   readonly escaped: ReadonlyArray<number>
 }
 
@@ -51,41 +60,38 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   options?: StopOptions
 ) {
   const limits = yield* Limits
+  const members = MembershipImpl.make(yield* ProcessTable, targets)
   const grace = Duration.toMillis(options?.grace ?? limits.grace)
-  const members = yield* makeMembership(targets)
   const began = yield* Clock.currentTimeMillis
-  const tally = targets.map(() => ({ SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }))
-  const escaped = targets.map(() => new Set<number>())
-  const signalAll = (live: Live, signal: Signal) =>
-    Effect.forEach(targets, (target, i) => signalTarget(target, live[i]!, signal, tally[i]!, escaped[i]!), { discard: true })
-
   const wake = makeWake(options?.wakeOn ?? [])
+
   let live = yield* members.scan
   const initial = live.map((l) => l.length)
-  yield* signalAll(live, "SIGTERM")
-  yield* signalAll(live, "SIGCONT")
+  yield* members.signal(live, "SIGTERM")
+  yield* members.signal(live, "SIGCONT")
   live = yield* pollUntilEmpty(members, wake, live, began + grace)
-  const escalated = live.map((l) => l.length > 0)
+  const killed = live.map((l) => l.length)
   const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
   while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
-    yield* signalAll(live, "SIGKILL")
+    const struck = yield* members.kill(live)
+    struck.forEach((l, i) => (killed[i] = Math.max(killed[i]!, l.length)))
     const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
-    live = yield* pollUntilEmpty(members, wake, live, Math.min(nextRound, killUntil))
+    live = yield* pollUntilEmpty(members, wake, struck, Math.min(nextRound, killUntil))
   }
   if (isAnyAlive(live)) live = yield* members.scan
   const durationMs = (yield* Clock.currentTimeMillis) - began
   return targets.map((target, i): StopReport => ({
     pgid: target.pgid,
-    signals: tally[i]!,
-    escalated: escalated[i]!,
+    containment: target.cgroup === undefined ? "procScan" : "cgroup",
+    signals: members.tally[i]!,
+    escalated: killed[i]! > 0,
+    killed: killed[i]!,
     durationMs,
     members: initial[i]!,
     survivors: live[i]!.map((p) => p.pid),
-    escaped: [...escaped[i]!]
+    escaped: [...members.escaped[i]!]
   }))
 })
-
-type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
 
 const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
 
@@ -103,7 +109,7 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
  * Re-reads the known members every millisecond for the first 20 ms, then
  * every 10 ms (never more often than a check costs), so a fast exit is seen
  * fast without spinning on a stubborn group. Only when they are all gone is
- * the whole table scanned, to catch members forked since the last scan.
+ * membership enumerated again, to catch members forked since.
  */
 const pollUntilEmpty = (members: Membership, wake: (ms: number) => Effect.Effect<void>, known: Live, deadline: number) =>
   Effect.gen(function*() {
@@ -118,72 +124,4 @@ const pollUntilEmpty = (members: Membership, wake: (ms: number) => Effect.Effect
       const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)
       yield* wake(Math.min(pause, deadline - now))
     }
-  })
-
-/** Signals every group of the target's session, and each escaped process by pid. */
-const signalTarget = (
-  target: StopTarget,
-  live: ReadonlyArray<ProcessInfo>,
-  signal: Signal,
-  tally: Record<string, number>,
-  escaped: Set<number>
-) =>
-  Effect.gen(function*() {
-    const table = yield* ProcessTable
-    const groups = new Set<number>()
-    for (const p of live) {
-      if (p.sid === target.sid || p.pgid === target.pgid) {
-        groups.add(p.pgid)
-      } else {
-        escaped.add(p.pid)
-        tally[signal]! += (yield* table.signal(p.pid, signal)) ? 1 : 0
-      }
-    }
-    for (const pgid of groups) tally[signal]! += (yield* table.signal(-pgid, signal)) ? 1 : 0
-  })
-
-interface Membership {
-  /** One scan of the whole table: every member, new ones included. */
-  readonly scan: Effect.Effect<Live>
-  /** Re-reads only the given members; one that died, or whose pid was reused, is dropped. */
-  readonly recheck: (live: Live) => Effect.Effect<Live>
-}
-
-/**
- * Splits the table into each target's live members: its group, its session,
- * and processes elsewhere that carry its `CORRAL_SHELL_ID`. A process born
- * before the target is never a member: its group or session id is a recycled
- * number, and signalling it would hit a stranger.
- */
-const makeMembership = (targets: ReadonlyArray<StopTarget>) =>
-  Effect.map(ProcessTable, (table): Membership => {
-    const byShellId = new Map(targets.flatMap((t, i) => (t.shellId ? [[t.shellId, i] as const] : [])))
-    const bySession = new Map(targets.map((t, i) => [t.sid, i]))
-    const byGroup = new Map(targets.map((t, i) => [t.pgid, i]))
-    const oldest = Math.min(...targets.map((t) => t.startTime))
-    const tags = new Map<string, Option.Option<string>>()
-    const tagOf = (p: ProcessInfo) => {
-      const key = `${p.pid}:${p.startTime}`
-      const known = tags.get(key)
-      if (known !== undefined) return Effect.succeed(known)
-      return Effect.tap(table.shellIdOf(p.pid), (tag) => tags.set(key, tag))
-    }
-    const scan = Effect.gen(function*() {
-      const live: Array<Array<ProcessInfo>> = targets.map(() => [])
-      for (const p of yield* table.scan) {
-        if (isGone(p) || p.pid === process.pid) continue
-        const i = bySession.get(p.sid) ?? byGroup.get(p.pgid)
-        if (i !== undefined) {
-          if (p.startTime >= targets[i]!.startTime) live[i]!.push(p)
-        } else if (byShellId.size > 0 && p.startTime >= oldest) {
-          const j = Option.flatMap(yield* tagOf(p), (tag) => Option.fromNullable(byShellId.get(tag)))
-          if (Option.isSome(j) && p.startTime >= targets[j.value]!.startTime) live[j.value]!.push(p)
-        }
-      }
-      return live as Live
-    })
-    const stillAlive = (p: ProcessInfo) =>
-      Effect.map(table.lookup(p.pid), Option.exists((now) => now.startTime === p.startTime && !isGone(now)))
-    const recheck = (live: Live) => Effect.forEach(live, (ps) => Effect.filter(ps, stillAlive))
-    return { scan, recheck }
   })

@@ -23,6 +23,8 @@ export interface JournalShell {
   readonly leaderStartTime: number | null
   /** Process-table time at or before the group's birth. */
   readonly bornAfter: number
+  /** The shell's cgroup, when it was held in one. */
+  readonly cgroup?: string | undefined
   readonly command: string
   readonly cwd: string
   readonly owner: string
@@ -91,7 +93,8 @@ export const targetOf = (shell: JournalShell): StopTarget => ({
   pgid: shell.pid,
   sid: shell.pid,
   startTime: shell.bornAfter,
-  shellId: shell.tag
+  shellId: shell.tag,
+  cgroup: shell.cgroup
 })
 
 /**
@@ -108,7 +111,7 @@ export const verify = (shell: JournalShell) =>
     }
     for (const p of yield* table.scan) {
       if (isGone(p) || p.pgid !== shell.pid || p.startTime < shell.bornAfter) continue
-      if (Option.contains(yield* table.shellIdOf(p.pid), shell.tag)) return true
+      if ((yield* table.shellIdsOf(p.pid)).includes(shell.tag)) return true
     }
     return false
   })

@@ -6,13 +6,16 @@ import { spawn as spawnChild } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import type { Backend, Cell } from "./Containment.js"
+import { Containment } from "./Containment.js"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
-import * as GroupStop from "./GroupStop.js"
 import { Limits } from "./Limits.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { ProcessTable } from "./ProcessTable.js"
@@ -78,6 +81,8 @@ export type ProcessGroupError = EmptyCommand | InvalidCommand | InvalidCwd | Spa
 
 export interface ProcessGroup {
   readonly shellId: string
+  /** How the group's processes are held. */
+  readonly containment: Backend
   /** The leader's pid, which is also the group and session id. */
   readonly pid: number
   /** The leader's start time in process-table units, when it could be read. */
@@ -86,17 +91,24 @@ export interface ProcessGroup {
   readonly output: OutputBuffer.OutputBuffer
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
   readonly awaitExit: Effect.Effect<ExitStatus>
-  /** Stops the group; concurrent and repeated calls share the first stop's report. */
-  readonly stop: (options?: StopOptions) => Effect.Effect<StopReport, never, ProcessTable | Limits>
+  /**
+   * Stops the group; concurrent and repeated calls share the first stop's
+   * report. Once begun, a stop runs to its end even if every caller is
+   * interrupted: an interrupted caller returns at once, the group still goes.
+   */
+  readonly stop: (options?: StopOptions) => Effect.Effect<StopReport>
   readonly stopReport: Effect.Effect<Option.Option<StopReport>>
+  readonly [StopStateId]: StopState
 }
 
+const StopStateId: unique symbol = Symbol.for("@corral/core/ProcessGroup/StopState")
+
+/** The group's stop: not begun while `claimed` is false, then under way until `report` is done. */
 interface StopState {
   claimed: boolean
   readonly report: Deferred.Deferred<StopReport>
+  readonly containment: Containment["Type"]
 }
-
-const stopStates = new WeakMap<ProcessGroup, StopState>()
 
 export const generateShellId = (): string => `corral-${randomBytes(6).toString("hex")}`
 
@@ -116,20 +128,57 @@ const validate = (spec: SpawnSpec) =>
     }
   })
 
-const startChild = (spec: SpawnSpec, shellId: string) =>
+/** The outer shells' ids stay with a nested corral's processes, so an outer stop still finds them. */
+const shellIdChain = (env: Readonly<Record<string, string | undefined>>, shellId: string) =>
+  [...(env.CORRAL_SHELL_IDS ?? env.CORRAL_SHELL_ID ?? "").split(","), shellId].filter((id) => id !== "").join(",")
+
+/**
+ * Where a wrapper execs the command, spawn itself cannot say that the
+ * command is missing or not executable: find out first, as execvp would.
+ */
+const checkExecutable = (file: string, env: Readonly<Record<string, string | undefined>>, cwd: string | undefined) => {
+  const candidates = file.includes("/")
+    ? [path.resolve(cwd ?? ".", file)]
+    : (env.PATH ?? "/usr/local/bin:/usr/bin:/bin").split(":").map((dir) => path.resolve(cwd ?? ".", dir || ".", file))
+  let code = "ENOENT"
+  for (const candidate of candidates) {
+    const stat = fs.statSync(candidate, { throwIfNoEntry: false })
+    if (stat === undefined) continue
+    if (!stat.isFile()) {
+      code = "EACCES"
+      continue
+    }
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      return undefined
+    } catch {
+      code = "EACCES"
+    }
+  }
+  return new SpawnError({ file, code, cause: undefined })
+}
+
+const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
   Effect.async<ChildProcess, SpawnError>((resume) => {
-    const [file, args] = typeof spec.command === "string"
+    const [command, commandArgs] = typeof spec.command === "string"
       ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
       : [spec.command[0]!, spec.command.slice(1)]
+    const env = { ...process.env, ...spec.env }
+    if (cell.cgroup !== undefined) {
+      const missing = checkExecutable(command, env, spec.cwd)
+      if (missing !== undefined) return resume(Effect.fail(missing))
+    }
+    const [file, args] = cell.wrap(command, commandArgs)
     const child = spawnChild(file, args, {
       cwd: spec.cwd,
-      env: { ...process.env, ...spec.env, CORRAL_SHELL_ID: shellId },
+      env: { ...env, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(env, shellId) },
       // a new session and group: the whole tree can be signalled, and job
       // control groups stay findable by session id
       detached: true,
       stdio: spec.stdio === "inherit" ? "inherit" : ["ignore", "pipe", "pipe"]
     })
-    const onError = (cause: NodeJS.ErrnoException) => resume(Effect.fail(new SpawnError({ file, code: cause.code ?? "UNKNOWN", cause })))
+    const onError = (cause: NodeJS.ErrnoException) =>
+      resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause })))
     child.once("error", onError)
     child.once("spawn", () => {
       child.off("error", onError)
@@ -145,14 +194,17 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   yield* validate(spec)
   const table = yield* ProcessTable
   const limits = yield* Limits
+  const containment = yield* Containment
   const shellId = spec.shellId ?? generateShellId()
+  // acquired first, released last: the cell outlives the stop
+  const cell = yield* containment.cell(shellId)
   const bornAfter = (yield* table.now) - 1
   const output = yield* OutputBuffer.make(limits.bufferBytes)
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
   // the scope closes after the stop: give the pipes a moment to deliver what
   // the dead wrote, then end the output whatever still holds them
-  const child = yield* Effect.acquireRelease(startChild(spec, shellId), (child) =>
+  const child = yield* Effect.acquireRelease(startChild(spec, shellId, cell), (child) =>
     Deferred.await(closed).pipe(
       Effect.timeout(Duration.millis(200)),
       Effect.ignore,
@@ -169,11 +221,13 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
   const pid = child.pid!
   const leader = yield* table.lookup(pid)
+  const stopState: StopState = { claimed: false, report: yield* Deferred.make<StopReport>(), containment }
   const group: ProcessGroup = {
     shellId,
+    containment: cell.cgroup === undefined ? "procScan" : "cgroup",
     pid,
     leaderStartTime: Option.getOrUndefined(Option.map(leader, (p) => p.startTime)),
-    target: { pgid: pid, sid: pid, startTime: bornAfter, shellId },
+    target: { pgid: pid, sid: pid, startTime: bornAfter, shellId, cgroup: cell.cgroup },
     output,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
@@ -182,11 +236,11 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(
         Effect.map((reports) => reports[0]!)
       ),
-    stopReport: Effect.flatMap(Effect.sync(() => stopStates.get(group)!.report), Deferred.poll).pipe(
+    stopReport: Deferred.poll(stopState.report).pipe(
       Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
-    )
+    ),
+    [StopStateId]: stopState
   }
-  stopStates.set(group, { claimed: false, report: yield* Deferred.make<StopReport>() })
   yield* Effect.forkScoped(Deferred.await(closed).pipe(Effect.zipRight(output.end)))
   yield* Effect.addFinalizer(() => group.stop())
   return group
@@ -194,19 +248,31 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
 
 /**
  * Stops many groups at once, sharing one process-table scan per tick.
- * A group already being stopped is awaited, not stopped twice.
+ * A group already being stopped is awaited, not stopped twice. The stop
+ * runs in a fiber of its own, so interrupting the caller only stops the
+ * waiting: the groups are stopped all the same, and a later call gets the
+ * same report.
  */
 export const stopAll = (
   groups: ReadonlyArray<ProcessGroup>,
   options?: StopOptions
-): Effect.Effect<ReadonlyArray<StopReport>, never, ProcessTable | Limits> =>
-  Effect.uninterruptible(Effect.gen(function*() {
-    const states = groups.map((g) => stopStates.get(g)!)
-    const mine = groups.filter((_, i) => !states[i]!.claimed)
-    for (const g of mine) stopStates.get(g)!.claimed = true
-    if (mine.length > 0) {
-      const reports = yield* GroupStop.stopGroups(mine.map((g) => g.target), options)
-      yield* Effect.forEach(mine, (g, i) => Deferred.succeed(stopStates.get(g)!.report, reports[i]!), { discard: true })
-    }
-    return yield* Effect.forEach(states, (s) => Deferred.await(s.report))
+): Effect.Effect<ReadonlyArray<StopReport>> => {
+  const states = groups.map((g) => g[StopStateId])
+  // claiming and forking are one step: an interrupt between them would leave a claimed stop no one runs
+  const begin = Effect.uninterruptible(Effect.suspend(() => {
+    const mine = groups.filter((g) => !g[StopStateId].claimed)
+    for (const g of mine) g[StopStateId].claimed = true
+    if (mine.length === 0) return Effect.void
+    return Effect.forkDaemon(
+      mine[0]![StopStateId].containment.stop(mine.map((g) => g.target), options).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) =>
+          Effect.forEach(mine, (g, i) => Deferred.done(g[StopStateId].report, Exit.map(exit, (reports) => reports[i]!)), {
+            discard: true
+          })
+        )
+      )
+    )
   }))
+  return Effect.zipRight(begin, Effect.forEach(states, (s) => Deferred.await(s.report)))
+}

@@ -31,8 +31,11 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
   readonly scan: Effect.Effect<ReadonlyArray<ProcessInfo>>
   /** One process, without scanning the rest. */
   readonly lookup: (pid: number) => Effect.Effect<Option.Option<ProcessInfo>>
-  /** The `CORRAL_SHELL_ID` a process carries, when it can be read. */
-  readonly shellIdOf: (pid: number) => Effect.Effect<Option.Option<string>>
+  /**
+   * The shell ids a process carries, when they can be read: its
+   * `CORRAL_SHELL_ID`, and the outer ones of a nested corral (`CORRAL_SHELL_IDS`).
+   */
+  readonly shellIdsOf: (pid: number) => Effect.Effect<ReadonlyArray<string>>
   /** Now, in the same unit as `ProcessInfo.startTime`. */
   readonly now: Effect.Effect<number>
   /**
@@ -47,7 +50,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
     ProcessTable.of({
       scan: Effect.sync(ProcLinux.scan),
       lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
-      shellIdOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.shellIdOf(pid))),
+      shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
       now: Effect.sync(ProcLinux.now),
       signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
     }))
@@ -57,7 +60,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
     ProcessTable.of({
       scan: Effect.sync(ProcPs.scan),
       lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
-      shellIdOf: () => Effect.succeed(Option.none()),
+      shellIdsOf: () => Effect.succeed([]),
       now: Effect.sync(ProcPs.now),
       signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
     }))
@@ -75,7 +78,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
     Layer.succeed(ProcessTable, ProcessTable.of({
       scan: Ref.get(script.processes),
       lookup: (pid) => Effect.map(Ref.get(script.processes), (ps) => Option.fromNullable(ps.find((p) => p.pid === pid))),
-      shellIdOf: (pid) => Effect.succeed(Option.fromNullable(script.shellIds?.get(pid))),
+      shellIdsOf: (pid) => Effect.succeed(script.shellIds?.get(pid)?.split(",") ?? []),
       now: Ref.get(script.now),
       signal: (target, signal) =>
         Math.abs(target) <= 1

@@ -23,9 +23,10 @@ import { Limits } from "./Limits.js"
 import type { ExitStatus, ProcessGroupError, SpawnSpec } from "./ProcessGroup.js"
 import * as ProcessGroup from "./ProcessGroup.js"
 import type { OutputChunk } from "./OutputBuffer.js"
-import { groupMembers, ProcessTable } from "./ProcessTable.js"
+import { Containment } from "./Containment.js"
+import { ProcessTable } from "./ProcessTable.js"
 import * as StateDir from "./StateDir.js"
-import * as Watcher from "./internal/watcher.js"
+import * as Watcher from "./Watcher.js"
 import * as ShellOutput from "./internal/shellOutput.js"
 
 /** Who ended a shell that corral stopped. */
@@ -174,7 +175,9 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
 
   /** Limits from the environment (see `Limits.layerConfig`), the process table for this platform. */
   static readonly layerConfig = (options: RegistryOptions = {}) =>
-    ShellRegistry.layer(options).pipe(Layer.provide(Layer.mergeAll(Limits.layerConfig(), ProcessTable.layer)))
+    ShellRegistry.layer(options).pipe(
+      Layer.provide(Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(Limits.layerConfig(), ProcessTable.layer))))
+    )
 }
 
 interface Shell {
@@ -191,8 +194,8 @@ interface Shell {
 
 const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions) {
   const limits = yield* Limits
-  const table = yield* ProcessTable
-  const context = yield* Effect.context<ProcessTable | Limits>()
+  const containment = yield* Containment
+  const context = yield* Effect.context<ProcessTable | Limits | Containment>()
   const shells = new Map<string, Shell>()
   const lifecycles = yield* FiberMap.make<string>()
   const hub = yield* PubSub.unbounded<ShellEvent>()
@@ -212,6 +215,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     yield* StateDir.ensure(stateDir)
     yield* StateDir.ensure(Journal.directory(stateDir))
     yield* Journal.reapDead(stateDir)
+    yield* containment.reapLeftovers
   }
   const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
   const journalLock = yield* Effect.makeSemaphore(1)
@@ -282,7 +286,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     )
 
   const stop = (shell: Shell) =>
-    Effect.flatMap(shell.group.stop(), (report) => Effect.as(settle(shell, report), report)).pipe(Effect.provide(context))
+    Effect.flatMap(shell.group.stop(), (report) => Effect.as(settle(shell, report), report))
 
   /** Leader exit, then an empty group: the shell's natural end. */
   const naturalEnd = (shell: Shell) =>
@@ -290,13 +294,13 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       const exit = yield* shell.group.awaitExit
       // a stop under way will empty the group: no need to watch it here
       if ((yield* Ref.get(shell.status))._tag === "Stopping") return
-      let members = groupMembers(yield* table.scan, shell.group.pid).length
+      let members = yield* containment.members(shell.group.target)
       while (members > 0) {
         yield* Ref.update(shell.status, (s): ShellStatus =>
           s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Lingering", exit, members } : s
         )
         yield* Effect.sleep(Duration.seconds(1))
-        members = groupMembers(yield* table.scan, shell.group.pid).length
+        members = yield* containment.members(shell.group.target)
       }
     })
 
@@ -399,7 +403,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     guard: (group) =>
       Option.match(watcher, {
         onNone: () => Effect.void,
-        onSome: (w) => Effect.acquireRelease(w.add(group.target), () => w.remove(group.pid))
+        onSome: (w) => w.guard(group.target)
       }),
     supervisor,
     stateDir
@@ -430,6 +434,7 @@ const journalShell = (s: Shell): Journal.JournalShell => ({
   pid: s.group.pid,
   leaderStartTime: s.group.leaderStartTime ?? null,
   bornAfter: s.group.target.startTime,
+  cgroup: s.group.target.cgroup,
   command: s.base.command,
   cwd: s.base.cwd,
   owner: s.base.owner,

@@ -1,3 +1,4 @@
+export * from "./Containment.js"
 export * as DurationInput from "./DurationInput.js"
 export * as GroupStop from "./GroupStop.js"
 export * from "./Limits.js"
@@ -7,5 +8,6 @@ export * from "./ProcessTable.js"
 export * as Journal from "./Journal.js"
 export * from "./ShellRegistry.js"
 export * as StateDir from "./StateDir.js"
+export * as Watcher from "./Watcher.js"
 // ControlServer and ControlClient pull in an HTTP stack: import them from
 // "@corral/core/ControlServer" and "@corral/core/ControlClient".

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Limits, ProcessTable, ShellRegistry } from "@corral/core"
+import { Containment, Limits, ProcessTable, ShellRegistry } from "@corral/core"
 import { ControlClient } from "@corral/core/ControlClient"
 import { ControlServer, socketPath } from "@corral/core/ControlServer"
 import { describe, expect, it } from "@effect/vitest"
@@ -23,7 +23,7 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { kernelProcess, leftovers } from "./helpers.js"
 
-const base = Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(1) }))
+const base = Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(1) }))))
 
 const tempStateDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "corral-ctl-"))
 

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Journal, Limits, ProcessTable, ShellRegistry, StateDir } from "@corral/core"
+import { Containment, Journal, Limits, ProcessTable, ShellRegistry, StateDir } from "@corral/core"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
@@ -132,7 +132,7 @@ describe("state directory", () => {
       expect(yield* StateDir.resolve.pipe(fromEnv({ CORRAL_STATE_DIR: stateDir, XDG_STATE_HOME: "/elsewhere" }))).toBe(stateDir)
       expect(yield* StateDir.resolve.pipe(fromEnv({ XDG_STATE_HOME: "/xdg" }))).toBe("/xdg/corral")
 
-      const services = Layer.mergeAll(ProcessTable.layer, Limits.layer)
+      const services = Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layer)))
       const used = yield* Effect.gen(function*() {
         const registry = yield* ShellRegistry
         yield* registry.start({ command: ["sleep", "300"] }, { owner })

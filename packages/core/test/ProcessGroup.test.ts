@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { LimitsShape } from "@corral/core"
-import { Limits, ProcessGroup, ProcessTable } from "@corral/core"
+import { Containment, Limits, ProcessGroup, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -18,7 +18,7 @@ import * as Stream from "effect/Stream"
 import { environOf, kernelProcess, leftovers, waitFor } from "./helpers.js"
 
 const withLimits = (limits: Partial<LimitsShape> = {}) =>
-  Effect.provide(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(2), ...limits })))
+  Effect.provide(Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(2), ...limits })))))
 
 /** Waits until the pipes are closed and the buffer has ended. */
 const outputComplete = (group: ProcessGroup.ProcessGroup) =>

@@ -89,19 +89,22 @@ describe("ProcessTable on a real group", () => {
       const cases: ReadonlyArray<[NodeJS.ProcessEnv, string | undefined]> = [
         [{ CORRAL_SHELL_ID: "corral-first", PATH: process.env.PATH }, "corral-first"],
         [{ ...process.env, CORRAL_SHELL_ID: "corral-last" }, "corral-last"],
-        [{ PATH: process.env.PATH, NOT_CORRAL_SHELL_ID: "decoy" }, undefined]
+        [{ PATH: process.env.PATH, NOT_CORRAL_SHELL_ID: "decoy" }, undefined],
+        // a nested corral's process carries the outer ids too
+        [{ PATH: process.env.PATH, CORRAL_SHELL_ID: "inner", CORRAL_SHELL_IDS: "outer,inner" }, "outer,inner"],
+        [{ PATH: process.env.PATH, CORRAL_SHELL_ID: "inner", CORRAL_SHELL_IDS: "outer" }, "outer,inner"]
       ]
       for (const [env, expected] of cases) {
         // `read` keeps the shell alive until the test lets it go; Node reaps it
         const child = spawn("/bin/sh", ["-c", "read x"], { env, stdio: ["pipe", "ignore", "ignore"] })
         const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
         yield* waitFor("the shell", () => kernelProcesses().find((p) => p.pid === child.pid && p.comm === "sh"))
-        const tag = yield* table.shellIdOf(child.pid!)
+        const tags = yield* table.shellIdsOf(child.pid!)
         child.stdin!.end("\n")
         yield* Effect.promise(() => exited)
-        expect(tag).toEqual(Option.fromNullable(expected))
+        expect(tags).toEqual(expected === undefined ? [] : expected.split(","))
       }
-      expect(yield* table.shellIdOf(process.pid)).toEqual(Option.none())
+      expect(yield* table.shellIdsOf(process.pid)).toEqual([])
     }))
 })
 
@@ -140,7 +143,7 @@ describe("ProcessTable.layerTest", () => {
       expect(yield* table.scan).toEqual([leader, job])
       expect(yield* table.lookup(5001)).toEqual(Option.some(job))
       expect(yield* table.lookup(7)).toEqual(Option.none())
-      expect(yield* table.shellIdOf(5000)).toEqual(Option.some("corral-a"))
+      expect(yield* table.shellIdsOf(5000)).toEqual(["corral-a"])
       yield* Ref.set(script.now, 1234)
       expect(yield* table.now).toBe(1234)
       expect(yield* table.signal(-5001, "SIGTERM")).toBe(true)

@@ -7,7 +7,7 @@
 import type { ChildProcess } from "node:child_process"
 import { ShellRegistry } from "@corral/core"
 import type { StopTarget } from "@corral/core/GroupStop"
-import type { WatcherMessage } from "@corral/core/internal/watcher"
+import type { WatcherMessage } from "@corral/core/Watcher"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "./helpers.js"

@@ -6,6 +6,7 @@
  * the only manual it gets.
  */
 import type { Limits } from "@corral/core/Limits"
+import type { Containment } from "@corral/core/Containment"
 import type { ProcessTable } from "@corral/core/ProcessTable"
 import type { ShellRegistry } from "@corral/core/ShellRegistry"
 import * as Tool from "@effect/ai/Tool"
@@ -123,10 +124,10 @@ export interface Options {
 export const layer = (options: Options = {}): Layer.Layer<
   Tool.HandlersFor<Tools>,
   never,
-  ShellRegistry | Limits | ProcessTable | PermissionGate
+  ShellRegistry | Limits | ProcessTable | Containment | PermissionGate
 > =>
   toolkit.toLayer(Effect.gen(function*() {
-    const context = yield* Effect.context<ShellRegistry | Limits | ProcessTable | PermissionGate>()
+    const context = yield* Effect.context<ShellRegistry | Limits | ProcessTable | Containment | PermissionGate>()
     const settings = Settings.make(options)
     return toolkit.of({
       bash: (params) => Effect.provide(Bash.handle(params, settings), context),

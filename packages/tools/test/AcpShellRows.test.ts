@@ -1,3 +1,4 @@
+import { Containment } from "@corral/core/Containment"
 import { Limits } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
 import { ShellRegistry } from "@corral/core/ShellRegistry"
@@ -30,7 +31,7 @@ describe("AcpShellRows.statusOf", () => {
 })
 
 const registryLayer = ShellRegistry.layer({ name: "acp test", crashSafety: false }).pipe(
-  Layer.provide(Layer.merge(Limits.layerWith({ grace: Duration.millis(300) }), ProcessTable.layer))
+  Layer.provide(Containment.layer().pipe(Layer.provideMerge(Layer.merge(Limits.layerWith({ grace: Duration.millis(300) }), ProcessTable.layer))))
 )
 
 const isFinal = (u: AcpShellRows.SessionUpdate) => u.sessionUpdate === "tool_call_update" && u.status !== undefined

@@ -3,6 +3,7 @@
  * independent look at /proc to check what the kernel says is left running.
  */
 import * as fs from "node:fs"
+import { Containment } from "@corral/core/Containment"
 import { Limits } from "@corral/core/Limits"
 import type { LimitsShape } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
@@ -30,7 +31,7 @@ export interface TestOptions {
 
 /** Handlers, registry, limits (a short grace) and the real process table. */
 export const toolsLayer = (options: TestOptions = {}) => {
-  const base = Layer.merge(Limits.layerWith({ grace: Duration.millis(300), ...options.limits }), ProcessTable.layer)
+  const base = Containment.layer().pipe(Layer.provideMerge(Layer.merge(Limits.layerWith({ grace: Duration.millis(300), ...options.limits }), ProcessTable.layer)))
   return ShellTools.layer({ owner: options.owner ?? "test", cwd: options.cwd }).pipe(
     Layer.provideMerge(ShellRegistry.layer({ name: "tools test", crashSafety: false })),
     Layer.provideMerge(options.gate ?? PermissionGate.layer),

@@ -6,10 +6,12 @@ const count = (n: number, noun: string, plural = `${noun}es`) => `${n} ${n === 1
 const outcome = (report: StopReport): string =>
   report.members === 0
     ? "nothing was left running"
-    : `${report.escalated ? "escalated to SIGKILL" : "SIGTERM sufficed"}, ${count(report.members, "process")}`
+    : report.escalated
+    ? `escalated to SIGKILL for ${report.killed} of ${count(report.members, "process")}`
+    : `SIGTERM sufficed, ${count(report.members, "process")}`
 
 export const format = (report: StopReport): string => {
-  const parts = [`stopped group ${report.pgid} in ${report.durationMs}ms: ${outcome(report)}`]
+  const parts = [`stopped group ${report.pgid} (${report.containment}) in ${report.durationMs}ms: ${outcome(report)}`]
   if (report.escaped.length > 0) {
     parts.push(`${count(report.escaped.length, "process")} had left the session (setsid), signalled by pid: ${report.escaped.join(", ")}`)
   }

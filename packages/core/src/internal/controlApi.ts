@@ -69,8 +69,10 @@ const Signals = Schema.Struct({ SIGTERM: Schema.Number, SIGCONT: Schema.Number, 
 
 export const StopReport = Schema.Struct({
   pgid: Schema.Number,
+  containment: Schema.Literal("cgroup", "procScan"),
   signals: Signals,
   escalated: Schema.Boolean,
+  killed: Schema.Number,
   durationMs: Schema.Number,
   members: Schema.Number,
   survivors: Schema.Array(Schema.Number),

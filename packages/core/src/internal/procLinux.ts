@@ -34,29 +34,71 @@ export const read = (pid: number): ProcessInfo | undefined => {
 // less than the same scan through the promise API.
 export const scan = (): ReadonlyArray<ProcessInfo> => {
   const out: Array<ProcessInfo> = []
+  const listed = new Set<number>()
   for (const name of fs.readdirSync("/proc")) {
     const c = name.charCodeAt(0)
     if (c < 48 || c > 57) continue
+    listed.add(Number(name))
     const info = read(Number(name))
     if (info !== undefined) out.push(info)
+  }
+  // A process that forks its successor and exits every few ms is gone
+  // before a walk reaches it. Its successor was born since the listing, so
+  // read the pids handed out since, again and again until a round sees no
+  // new birth: a member alive then was alive when its pid was read.
+  let last = lastPid()
+  let from = last - NEWEST
+  for (let round = 0; round < MAX_ROUNDS && last > 0; round++) {
+    for (let pid = Math.max(2, from + 1); pid <= last; pid++) {
+      if (listed.has(pid)) continue
+      listed.add(pid)
+      const info = read(pid)
+      if (info !== undefined) out.push(info)
+    }
+    const next = lastPid()
+    if (next === last) break
+    // after a wrap the newest pids start again from the bottom
+    from = next < last ? next - NEWEST : last
+    last = next
   }
   return out
 }
 
-const TAG = "CORRAL_SHELL_ID="
+/** How far below the newest pid the first round reads: births during the listing itself. */
+const NEWEST = 256
+const MAX_ROUNDS = 64
 
-export const shellIdOf = (pid: number): string | undefined => {
+/** The pid handed out most recently in this PID namespace; 0 when unknown. */
+const lastPid = (): number => {
+  try {
+    return Number(readProc("/proc/sys/kernel/ns_last_pid")) || 0
+  } catch {
+    return 0
+  }
+}
+
+const TAG = "CORRAL_SHELL_ID="
+const CHAIN = "CORRAL_SHELL_IDS="
+
+const variable = (env: string, name: string): string | undefined => {
+  const at = env.startsWith(name) ? 0 : env.indexOf("\0" + name) + 1
+  if (at <= 0 && !env.startsWith(name)) return undefined
+  const from = at + name.length
+  const end = env.indexOf("\0", from)
+  return env.slice(from, end < 0 ? undefined : end)
+}
+
+/** The shell ids a process carries: its own tag, and every outer one of a nested corral. */
+export const shellIdsOf = (pid: number): ReadonlyArray<string> => {
   let env: string
   try {
     env = readProc(`/proc/${pid}/environ`)
   } catch {
-    return undefined
+    return []
   }
-  const at = env.startsWith(TAG) ? 0 : env.indexOf("\0" + TAG) + 1
-  if (at <= 0 && !env.startsWith(TAG)) return undefined
-  const from = at + TAG.length
-  const end = env.indexOf("\0", from)
-  return env.slice(from, end < 0 ? undefined : end)
+  const own = variable(env, TAG)
+  const chain = variable(env, CHAIN)?.split(",").filter((id) => id !== "") ?? []
+  return own === undefined || chain.includes(own) ? chain : [...chain, own]
 }
 
 // /proc/uptime and stat's starttime share the boot clock; USER_HZ is 100 on

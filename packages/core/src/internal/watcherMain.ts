@@ -6,7 +6,7 @@
  * policy. It never learns of, and so never signals, any other group.
  */
 import type { StopTarget } from "../GroupStop.js"
-import type { WatcherMessage } from "./watcher.js"
+import type { WatcherMessage } from "../Watcher.js"
 
 // Reading stdin starts at once; the stop code loads meanwhile, and a clean
 // shutdown (EOF with nothing announced) exits without waiting for it.

@@ -1,10 +1,16 @@
+/**
+ * The watcher: a process of its own that stops the groups it was told of
+ * when the supervisor dies without stopping them itself, however it dies
+ * (SIGKILL included). See `internal/watcherMain.ts`.
+ */
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type { Writable } from "node:stream"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type { StopTarget } from "../GroupStop.js"
-import { Limits } from "../Limits.js"
+import type * as Scope from "effect/Scope"
+import type { StopTarget } from "./GroupStop.js"
+import { Limits } from "./Limits.js"
 
 export type WatcherMessage =
   | { readonly op: "add"; readonly target: StopTarget }
@@ -14,14 +20,18 @@ export interface Watcher {
   readonly pid: number
   readonly add: (target: StopTarget) => Effect.Effect<void>
   readonly remove: (pgid: number) => Effect.Effect<void>
+  /** Watches the group for the scope's lifetime. */
+  readonly guard: (target: StopTarget) => Effect.Effect<void, never, Scope.Scope>
 }
 
-const mainPath = fileURLToPath(new URL("./watcherMain.js", import.meta.url))
+const mainPath = fileURLToPath(new URL("./internal/watcherMain.js", import.meta.url))
 
 /**
- * Starts the watcher for this supervisor. Releasing it closes the pipe, so a
- * clean shutdown (after every group was removed) lets the watcher exit idle;
- * the release waits for that exit, so no watcher outlives a clean supervisor.
+ * Starts the watcher for this supervisor. Releasing it with nothing left to
+ * watch kills it, which is at once; with groups still announced it closes
+ * the pipe, so the watcher stops them. Either way the release waits for its
+ * exit: no watcher outlives a clean supervisor, or becomes a zombie of a PID
+ * 1 that never reaps.
  */
 export const make = Effect.gen(function*() {
   const limits = yield* Limits
@@ -30,6 +40,7 @@ export const make = Effect.gen(function*() {
     killTimeout: Duration.toMillis(limits.killTimeout),
     killInterval: Duration.toMillis(limits.killInterval)
   })
+  const watched = new Set<number>()
   const child = yield* Effect.acquireRelease(
     Effect.sync(() => {
       const env = { ...process.env }
@@ -53,16 +64,20 @@ export const make = Effect.gen(function*() {
         if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
         child.once("exit", () => resume(Effect.void))
         child.ref() // keep this process alive until the watcher has gone
-        child.stdin!.end()
+        if (watched.size === 0) child.kill("SIGKILL")
+        else child.stdin!.end()
       }).pipe(Effect.timeout(Duration.seconds(5)), Effect.ignore)
   )
   const send = (message: WatcherMessage) =>
     Effect.sync(() => {
       if (child.stdin!.writable) child.stdin!.write(JSON.stringify(message) + "\n")
     })
+  const add = (target: StopTarget) => Effect.zipRight(Effect.sync(() => watched.add(target.pgid)), send({ op: "add", target }))
+  const remove = (pgid: number) => Effect.zipRight(Effect.sync(() => watched.delete(pgid)), send({ op: "remove", pgid }))
   return {
     pid: child.pid ?? 0,
-    add: (target) => send({ op: "add", target }),
-    remove: (pgid) => send({ op: "remove", pgid })
+    add,
+    remove,
+    guard: (target) => Effect.acquireRelease(add(target), () => remove(target.pgid))
   } satisfies Watcher
 })

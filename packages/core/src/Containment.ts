@@ -1,0 +1,217 @@
+/**
+ * How a shell's processes are held, enumerated, signalled and confirmed
+ * gone: the one place that knows. Two backends:
+ *
+ * - `cgroup`: each shell runs in a cgroup v2 of its own, joined before the
+ *   command is exec'd, so nothing it forks is ever outside. Membership is
+ *   exact and costs a read of `cgroup.procs`, however busy the host; the kill
+ *   is `cgroup.kill`. Needs a writable cgroup2 hierarchy (root, or a
+ *   delegated subtree).
+ * - `procScan`: the process group, the session, the `CORRAL_SHELL_ID` tag
+ *   chain and the descendant tree, found by scanning the process table;
+ *   the kill freezes before it strikes. Works everywhere; cannot see a
+ *   process that strips the tag and starts a new session before a scan
+ *   catches it.
+ *
+ * `layer` picks cgroup where it works, else procScan; `CORRAL_CONTAINMENT`
+ * overrides it.
+ */
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
+import * as GroupStop from "./GroupStop.js"
+import * as Cgroup from "./internal/cgroup.js"
+import * as MembershipImpl from "./internal/membership.js"
+import { Limits } from "./Limits.js"
+import { isGone, ProcessTable } from "./ProcessTable.js"
+
+export const backends = ["cgroup", "procScan"] as const
+export type Backend = (typeof backends)[number]
+
+/** Where one shell is held. */
+export interface Cell {
+  /** The shell's cgroup, when it has one. */
+  readonly cgroup: string | undefined
+  /** The argv that runs `file args` inside the cell from its first instruction. */
+  readonly wrap: (file: string, args: ReadonlyArray<string>) => readonly [string, ReadonlyArray<string>]
+}
+
+// a Data error, not a Schema one: `corral run` must not pay for loading Schema at every start
+export class ContainmentUnavailable extends Data.TaggedError("ContainmentUnavailable")<{
+  readonly backend: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `containment backend "${this.backend}" is not available here: ${this.reason}. ` +
+      `Unset CORRAL_CONTAINMENT (or pass auto) to let corral pick one that works.`
+  }
+}
+
+const make = (
+  backend: Backend,
+  cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>,
+  reap: Effect.Effect<void, never, ProcessTable | Limits>
+) =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<ProcessTable | Limits>()
+    const table = yield* ProcessTable
+    return {
+      backend,
+      cell,
+      stop: (targets, options) => Effect.provide(GroupStop.stopGroups(targets, options), context),
+      members: (target) => Effect.map(MembershipImpl.make(table, [target]).scan, (live) => live[0]!.length),
+      reapLeftovers: Effect.provide(reap, context)
+    } satisfies Containment["Type"]
+  })
+
+const procScanCell: Cell = { cgroup: undefined, wrap: (file, args) => [file, args] }
+
+/**
+ * The shell joins its cgroup from a one-line sh that then execs the command:
+ * pid, session and group stay the command's, and nothing it forks is ever
+ * outside. If the join fails the command never starts.
+ */
+const joinThenExec = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+
+const cgroupCell = (parent: string) => {
+  let counter = 0
+  return (shellId: string) =>
+    Effect.acquireRelease(
+      Effect.sync((): Cell => {
+        const dir = path.join(parent, `${++counter}-${shellId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64)}`)
+        try {
+          fs.mkdirSync(dir)
+        } catch (error) {
+          // out of descendants, or the hierarchy went read-only: this shell is scanned instead
+          process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
+          return procScanCell
+        }
+        return { cgroup: dir, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
+      }),
+      (cell) => Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))
+    )
+}
+
+const uid = process.getuid?.() ?? 0
+
+const PARENT = /^corral-(\d+)-(\d+)-(\d+)-(\d+)-[0-9a-f]+$/
+
+/**
+ * This supervisor's parent cgroup, under its own cgroup so that a nested
+ * corral stays inside the outer shell's. Its name says whose it is (uid, PID
+ * namespace, pid, start time), so leftovers of a dead supervisor can be told
+ * from a live one's and reaped. Removed when the layer is released.
+ */
+const cgroupParent = Effect.gen(function*() {
+  const unavailable = (reason: string) => new ContainmentUnavailable({ backend: "cgroup", reason })
+  const mount = Cgroup.mountPoint()
+  if (mount === undefined) return yield* unavailable("no cgroup2 hierarchy is mounted (see /proc/self/mountinfo)")
+  const own = Cgroup.ownPath()
+  if (own === undefined) return yield* unavailable("this process's cgroup v2 path is unknown (no 0:: line in /proc/self/cgroup)")
+  const home = path.join(mount, own)
+  const table = yield* ProcessTable
+  const self = yield* table.lookup(process.pid)
+  const name = `corral-${uid}-${pidNamespace()}-${process.pid}-${Option.match(self, { onNone: () => 0, onSome: (p) => p.startTime })}-${randomBytes(3).toString("hex")}`
+  const parent = path.join(home, name)
+  return yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        fs.mkdirSync(parent)
+        // moving a process needs write access to the common ancestor's cgroup.procs too
+        fs.accessSync(path.join(home, "cgroup.procs"), fs.constants.W_OK)
+        fs.accessSync(path.join(parent, "cgroup.procs"), fs.constants.W_OK)
+        return { home, parent }
+      },
+      catch: (error) => {
+        Cgroup.remove(parent)
+        return unavailable(`cannot create and join a cgroup under ${home} (${(error as Error).message}); ` +
+          `as a non-root user, run corral in a delegated subtree (systemd-run --user --scope)`)
+      }
+    }),
+    ({ parent }) => Effect.sync(() => Cgroup.remove(parent))
+  )
+})
+
+/** The inode of this process's PID namespace: pids mean something only within it. */
+const pidNamespace = (): number => {
+  try {
+    return Number(/\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))?.[1] ?? 0)
+  } catch {
+    return 0
+  }
+}
+
+/** Stops and removes what supervisors of this uid and PID namespace left in their cgroups when they died. */
+const reapLeftovers = (home: string) =>
+  Effect.gen(function*() {
+    const table = yield* ProcessTable
+    const ns = pidNamespace()
+    for (const dir of Cgroup.subdirs(home)) {
+      const m = PARENT.exec(path.basename(dir))
+      if (m === null || Number(m[1]) !== uid || Number(m[2]) !== ns) continue
+      const owner = yield* table.lookup(Number(m[3]))
+      if (Option.exists(owner, (p) => p.startTime === Number(m[4]) && !isGone(p))) continue
+      const shells = Cgroup.subdirs(dir).filter(Cgroup.populated)
+      if (shells.length > 0) {
+        yield* GroupStop.stopGroups(shells.map((cgroup) => ({ pgid: 0, sid: 0, startTime: 0, cgroup })))
+        yield* Effect.logWarning(`reaped ${shells.length} shell cgroup(s) left by dead supervisor pid ${m[3]}: ${shells.join(", ")}`)
+      }
+      Cgroup.remove(dir)
+    }
+  })
+
+export class Containment extends Context.Tag("@corral/core/Containment")<Containment, {
+  readonly backend: Backend
+  /** A cell for a new shell. Closing the scope removes it; close it after the shell's stop. */
+  readonly cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>
+  /** Stops shells together: TERM, the grace, the kill loop. Any target, whichever backend made it. */
+  readonly stop: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
+  /** How many processes of the shell are alive now. */
+  readonly members: (target: StopTarget) => Effect.Effect<number>
+  /**
+   * Stops and removes what dead supervisors of this user and PID namespace
+   * left in their cgroups. Run it after reaping their journals, which say
+   * more about what they left.
+   */
+  readonly reapLeftovers: Effect.Effect<void>
+}>() {
+  static readonly layerProcScan: Layer.Layer<Containment, never, ProcessTable | Limits> = Layer.effect(
+    Containment,
+    make("procScan", () => Effect.succeed(procScanCell), Effect.void)
+  )
+
+  static readonly layerCgroup: Layer.Layer<Containment, ContainmentUnavailable, ProcessTable | Limits> = Layer.scoped(
+    Containment,
+    Effect.flatMap(cgroupParent, ({ home, parent }) => make("cgroup", cgroupCell(parent), reapLeftovers(home)))
+  )
+
+  /** The scripted-table backend for TestClock tests: procScan over whatever `ProcessTable` is provided. */
+  static readonly layerTest = Containment.layerProcScan
+
+  /** `CORRAL_CONTAINMENT` (`auto`, `cgroup` or `procScan`; default `auto`), or `choice` when given. */
+  static readonly layer = (
+    choice?: Backend | "auto"
+  ): Layer.Layer<Containment, ContainmentUnavailable | ConfigError.ConfigError, ProcessTable | Limits> =>
+    Layer.unwrapEffect(Effect.map(
+      choice === undefined ? backendConfig : Effect.succeed(choice),
+      (backend) =>
+        backend === "cgroup"
+          ? Containment.layerCgroup
+          : backend === "procScan"
+          ? Containment.layerProcScan
+          : Layer.catchAll(Containment.layerCgroup, () => Containment.layerProcScan)
+    ))
+}
+
+export const backendConfig: Config.Config<Backend | "auto"> = Config.literal("auto", ...backends)("CORRAL_CONTAINMENT").pipe(
+  Config.withDefault("auto" as const)
+)

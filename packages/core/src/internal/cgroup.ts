@@ -1,0 +1,81 @@
+/**
+ * cgroup v2 file operations. Synchronous: each is one or a few small reads
+ * or writes on a kernel filesystem, cheaper than a trip through the event loop.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/** The cgroup2 mount point, from `/proc/self/mountinfo` (pure v2, hybrid or elsewhere). */
+export const mountPoint = (mountinfo = readOr("/proc/self/mountinfo")): string | undefined => {
+  for (const line of mountinfo.split("\n")) {
+    // fields: id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+    const dash = line.indexOf(" - ")
+    if (dash < 0 || !line.slice(dash + 3).startsWith("cgroup2 ")) continue
+    const fields = line.slice(0, dash).split(" ")
+    // a bind mount of a subtree (root other than /) does not show the whole hierarchy
+    if (fields[3] === "/") return unescape(fields[4]!)
+  }
+  return undefined
+}
+
+/** This process's v2 cgroup, relative to the mount: the `0::` line of `/proc/self/cgroup`. */
+export const ownPath = (procCgroup = readOr("/proc/self/cgroup")): string | undefined => {
+  const line = procCgroup.split("\n").find((l) => l.startsWith("0::"))
+  // " (deleted)" marks a cgroup removed under us: nothing can be created there
+  return line === undefined || line.endsWith(" (deleted)") ? undefined : line.slice(3)
+}
+
+/** Pids of the cgroup and every cgroup below it. Zombies have already left. */
+export const procs = (dir: string): Array<number> => {
+  const out: Array<number> = []
+  const walk = (d: string) => {
+    const text = readOr(path.join(d, "cgroup.procs"))
+    for (const line of text.split("\n")) if (line !== "" && line !== "0") out.push(Number(line))
+    for (const child of subdirs(d)) walk(child)
+  }
+  walk(dir)
+  return out
+}
+
+/** Whether any live process is in the cgroup or below; false once it is gone. */
+export const populated = (dir: string): boolean => /^populated 1$/m.test(readOr(path.join(dir, "cgroup.events")))
+
+/** SIGKILLs everything in the cgroup and below, atomically against forks. False where `cgroup.kill` is missing (Linux < 5.14). */
+export const kill = (dir: string): boolean => {
+  try {
+    fs.writeFileSync(path.join(dir, "cgroup.kill"), "1")
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Removes the cgroup and the (empty) cgroups below it, deepest first. Leaves what is still populated. */
+export const remove = (dir: string): boolean => {
+  for (const child of subdirs(dir)) remove(child)
+  try {
+    fs.rmdirSync(dir)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ENOENT"
+  }
+}
+
+export const subdirs = (dir: string): Array<string> => {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name))
+  } catch {
+    return []
+  }
+}
+
+function readOr(file: string): string {
+  try {
+    return fs.readFileSync(file, "latin1")
+  } catch {
+    return ""
+  }
+}
+
+// mountinfo escapes space, tab, newline and backslash as octal
+const unescape = (field: string) => field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)))

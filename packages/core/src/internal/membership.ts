@@ -1,0 +1,191 @@
+/**
+ * Who belongs to a shell, and how a signal reaches all of them.
+ *
+ * - A cgroup target: the pids in its cgroup and below, which nothing can
+ *   leave; the kill is `cgroup.kill`, atomic against forks, plus a per-pid
+ *   SIGKILL for what it misses (a zombie leader whose threads still run).
+ * - A scanned target: the union of its process group, its session, the
+ *   processes carrying its tag (`CORRAL_SHELL_ID` or any id in the
+ *   `CORRAL_SHELL_IDS` chain of a nested corral) and the descendant tree seen
+ *   so far. The kill freezes first: SIGSTOP to everything found, rescan until
+ *   no new member runs (a stopped process cannot fork), then SIGKILL and
+ *   SIGCONT. That beats pid hoppers a plain kill loop would chase forever.
+ *
+ * A process born before the target is never a member: its group or session
+ * id is a recycled number, and signalling it would hit a stranger.
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { StopTarget } from "../GroupStop.js"
+import type { ProcessInfo, Signal } from "../ProcessTable.js"
+import { isGone, ProcessTable } from "../ProcessTable.js"
+import * as Cgroup from "./cgroup.js"
+
+export type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
+
+type Tally = Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>
+
+export interface Membership {
+  /** Every member now, new ones included. */
+  readonly scan: Effect.Effect<Live>
+  /** Re-reads only the given members; one that died, or whose pid was reused, is dropped. */
+  readonly recheck: (live: Live) => Effect.Effect<Live>
+  /** Sends `signal` to every member: by group where the group is the shell's, else by pid. */
+  readonly signal: (live: Live, signal: Signal) => Effect.Effect<void>
+  /** SIGKILLs every member, frozen first where membership is not exact; returns whom it struck. */
+  readonly kill: (live: Live) => Effect.Effect<Live>
+  readonly tally: ReadonlyArray<Tally>
+  readonly escaped: ReadonlyArray<Set<number>>
+}
+
+/** How many freeze rounds a kill makes before it strikes what it holds. */
+const MAX_FREEZE_ROUNDS = 20
+
+export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>): Membership => {
+  const tally = targets.map((): Tally => ({ SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }))
+  const escaped = targets.map(() => new Set<number>())
+  const scanned = targets.flatMap((t, i) => (t.cgroup === undefined ? [i] : []))
+  const tree = makeTreeIndex(table, targets, scanned)
+
+  const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
+
+  const cgroupMembers = (dir: string) =>
+    Cgroup.populated(dir)
+      ? Effect.map(Effect.forEach(Cgroup.procs(dir), lookupLive), Option.reduceCompact([] as Array<ProcessInfo>, (ps, p) => [...ps, p]))
+      : Effect.succeed([])
+
+  const scan: Effect.Effect<Live> = Effect.gen(function*() {
+    const byScan = scanned.length > 0 ? yield* tree.members(yield* table.scan) : new Map<number, Array<ProcessInfo>>()
+    return yield* Effect.forEach(targets, (t, i) => (t.cgroup === undefined ? Effect.succeed(byScan.get(i) ?? []) : cgroupMembers(t.cgroup)))
+  })
+
+  const stillAlive = (p: ProcessInfo) => Effect.map(lookupLive(p.pid), Option.exists((now) => now.startTime === p.startTime))
+  const recheck = (live: Live) => Effect.forEach(live, (ps) => Effect.filter(ps, stillAlive))
+
+  const send = (i: number, target: number, signal: Signal) =>
+    Effect.map(table.signal(target, signal), (accepted) => {
+      if (accepted && signal in tally[i]!) tally[i]![signal as keyof Tally] += 1
+    })
+
+  /** The shell's own groups get one group signal each; anyone else (an escaper) is signalled by pid. */
+  const signalTarget = (i: number, members: ReadonlyArray<ProcessInfo>, signal: Signal) =>
+    Effect.gen(function*() {
+      const target = targets[i]!
+      const groups = new Set<number>()
+      for (const p of members) {
+        if (p.sid === target.sid || p.pgid === target.pgid) groups.add(p.pgid)
+        else {
+          escaped[i]!.add(p.pid)
+          yield* send(i, p.pid, signal)
+        }
+      }
+      for (const pgid of groups) yield* send(i, -pgid, signal)
+    })
+
+  const signal = (live: Live, sig: Signal) => Effect.forEach(live, (ps, i) => signalTarget(i, ps, sig), { discard: true })
+
+  const scannedOnly = (live: Live): Live => live.map((ps, i) => (targets[i]!.cgroup === undefined ? ps : []))
+
+  /** SIGSTOP what is known, rescan, repeat until a scan finds no new member still running. */
+  const freeze = (live: Live) =>
+    Effect.gen(function*() {
+      let held = live
+      let stopping = scannedOnly(live)
+      for (let round = 0; round < MAX_FREEZE_ROUNDS && stopping.some((ps) => ps.length > 0); round++) {
+        yield* signal(stopping, "SIGSTOP")
+        const now = yield* scan
+        stopping = scannedOnly(now.map((ps, i) => ps.filter((p) => !isStopped(p) && !has(held[i]!, p))))
+        held = now.map((ps, i) => union(held[i]!, ps))
+      }
+      return held
+    })
+
+  let frozen = false
+  /**
+   * The first kill freezes scanned shells, strikes everything held, then
+   * continues it, so nothing SIGKILL could not reach is left stopped; later
+   * rounds strike what is left.
+   */
+  const kill = (live: Live) =>
+    Effect.gen(function*() {
+      targets.forEach((t, i) => t.cgroup !== undefined && live[i]!.length > 0 && Cgroup.kill(t.cgroup))
+      const held = frozen ? live : yield* freeze(live)
+      yield* signal(held, "SIGKILL")
+      if (!frozen) yield* signal(scannedOnly(held), "SIGCONT")
+      frozen = true
+      return held
+    })
+
+  return { scan, recheck, signal, kill, tally, escaped }
+}
+
+const isStopped = (p: ProcessInfo) => p.state === "T" || p.state === "t"
+
+const has = (ps: ReadonlyArray<ProcessInfo>, p: ProcessInfo) => ps.some((q) => q.pid === p.pid && q.startTime === p.startTime)
+
+const union = (a: ReadonlyArray<ProcessInfo>, b: ReadonlyArray<ProcessInfo>) => {
+  const seen = new Set(a.map((p) => `${p.pid}:${p.startTime}`))
+  return [...a, ...b.filter((p) => !seen.has(`${p.pid}:${p.startTime}`))]
+}
+
+/**
+ * Splits a table scan into each scanned target's members. Remembers every
+ * member it has seen (pid and start time), so a descendant stays a member
+ * after its parent dies and it is reparented away.
+ */
+const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>, scanned: ReadonlyArray<number>) => {
+  const byShellId = new Map(scanned.flatMap((i) => (targets[i]!.shellId ? [[targets[i]!.shellId!, i] as const] : [])))
+  const bySession = new Map(scanned.map((i) => [targets[i]!.sid, i]))
+  const byGroup = new Map(scanned.map((i) => [targets[i]!.pgid, i]))
+  const oldest = Math.min(...scanned.map((i) => targets[i]!.startTime))
+  const seen = new Map<string, number>()
+  const tags = new Map<string, ReadonlyArray<string>>()
+  const key = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
+  const tagsOf = (p: ProcessInfo) => {
+    const known = tags.get(key(p))
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.tap(table.shellIdsOf(p.pid), (ids) => tags.set(key(p), ids))
+  }
+  const ownerOf = (p: ProcessInfo) =>
+    Effect.gen(function*() {
+      const direct = seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid)
+      if (direct !== undefined || byShellId.size === 0) return direct
+      for (const id of yield* tagsOf(p)) if (byShellId.has(id)) return byShellId.get(id)
+      return undefined
+    })
+
+  const members = (all: ReadonlyArray<ProcessInfo>) =>
+    Effect.gen(function*() {
+      const out = new Map<number, Array<ProcessInfo>>()
+      const owner = new Map<number, number>()
+      const orphans: Array<ProcessInfo> = []
+      // a zombie still links its children to the shell: a hopper forks, then dies
+      for (const p of all) {
+        if (p.pid === process.pid || p.startTime < oldest) continue
+        const i = isGone(p) ? seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) : yield* ownerOf(p)
+        if (i !== undefined && p.startTime >= targets[i]!.startTime) owner.set(p.pid, i)
+        else orphans.push(p)
+      }
+      // descendants: a child of a member is a member, to any depth
+      for (let grew = true; grew;) {
+        grew = false
+        for (const p of orphans) {
+          const i = owner.get(p.ppid)
+          if (i !== undefined && !owner.has(p.pid) && p.startTime >= targets[i]!.startTime) {
+            owner.set(p.pid, i)
+            grew = true
+          }
+        }
+      }
+      for (const p of all) {
+        const i = owner.get(p.pid)
+        if (i === undefined || isGone(p)) continue
+        seen.set(key(p), i)
+        const list = out.get(i)
+        if (list === undefined) out.set(i, [p])
+        else list.push(p)
+      }
+      return out
+    })
+  return { members }
+}

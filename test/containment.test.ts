@@ -1,0 +1,258 @@
+/**
+ * Containment, tried as an adversary would: escapers that leave the session
+ * and strip the tag, pid hoppers, a nested corral killed mid-stop, a
+ * SIGKILLed `corral run`, and stops whose caller is interrupted. Real
+ * processes, real signals, and /proc read directly to see what is left.
+ * Every case runs under each backend this machine offers; where cgroup v2
+ * is writable the cgroup backend must work, or the suite fails.
+ */
+import { spawn } from "node:child_process"
+import { randomInt } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { Backend } from "@corral/core"
+import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "@corral/core"
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+
+const bin = fileURLToPath(new URL("../packages/cli/bin/corral.js", import.meta.url))
+const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
+
+/** Whether this process can create and join a cgroup v2 child: then the cgroup backend must work. */
+const cgroupWritable = (() => {
+  const mount = fs.readFileSync("/proc/self/mountinfo", "latin1").split("\n")
+    .map((l) => l.split(" - "))
+    .find(([, rest]) => rest?.startsWith("cgroup2 "))?.[0]?.split(" ")[4]
+  const own = /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))?.[1]
+  if (mount === undefined || own === undefined) return false
+  const probe = path.join(mount, own, `corral-test-probe-${process.pid}`)
+  try {
+    fs.mkdirSync(probe)
+    fs.accessSync(path.join(mount, own, "cgroup.procs"), fs.constants.W_OK)
+    return true
+  } catch {
+    return false
+  } finally {
+    if (fs.existsSync(probe)) fs.rmdirSync(probe)
+  }
+})()
+
+const backends: ReadonlyArray<Backend> = cgroupWritable ? ["cgroup", "procScan"] : ["procScan"]
+
+const GRACE = 300
+
+const layerFor = (backend: Backend) =>
+  Containment.layer(backend).pipe(
+    Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.millis(GRACE) }))),
+    Layer.orDie
+  )
+
+/** A token no other process carries: each test's processes have it in their argv. */
+const newToken = () => `${randomInt(100_000, 999_999)}`
+
+/** Live processes whose argv or environment holds the token. */
+const marked = (token: string): Array<number> =>
+  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
+    if (pid === process.pid) return false
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+      if (/^\S+ \(.*\) [ZX] /.test(stat)) return false
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(token) ||
+        fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(token)
+    } catch {
+      return false
+    }
+  })
+
+/** Freezes and kills whatever carries the token, until nothing does: a failed test must not leak hoppers. */
+const killMarked = (token: string) =>
+  Effect.sync(() => {
+    for (let round = 0; round < 50; round++) {
+      const pids = marked(token)
+      if (pids.length === 0) return
+      for (const pid of pids) if (pid > 1) safeKill(pid, "SIGSTOP")
+      for (const pid of marked(token)) if (pid > 1) safeKill(pid, "SIGKILL")
+    }
+  })
+
+const safeKill = (pid: number, signal: NodeJS.Signals) => {
+  try {
+    process.kill(pid, signal)
+  } catch {
+    // already gone
+  }
+}
+
+/** Holds for `ms`: nothing carrying the token may appear at any check (a hopper would). */
+const staysEmpty = (token: string, ms = 300) =>
+  Effect.gen(function*() {
+    const until = Date.now() + ms
+    while (Date.now() < until) {
+      expect(marked(token), "processes outlived the stop").toEqual([])
+      yield* Effect.sleep(10)
+    }
+  })
+
+const waitUntil = (what: string, check: () => boolean, ms = 5_000) =>
+  Effect.gen(function*() {
+    const until = Date.now() + ms
+    while (!check()) {
+      if (Date.now() > until) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      yield* Effect.sleep(10)
+    }
+  })
+
+/** Each process ignores SIGTERM, forks its successor and exits within a few ms. */
+const hopper = (token: string, leave = "") =>
+  `export HOP='trap "" TERM; : ${token}; sleep 0.003; ${leave} sh -c "$HOP" & exit 0'; sh -c "$HOP"; sleep 600`
+
+/** Leaves the session and sheds the tag before any stop could see it. */
+const escaper = (token: string) => `setsid env -i sh -c 'sleep 6${token}' & sleep 600 & wait`
+
+const orphaning = inPidNamespace ? describe : describe.skip
+
+orphaning("containment (orphans processes on purpose: needs the PID namespace of npm test)", () => {
+  it("offers the cgroup backend wherever cgroup v2 is writable", () => {
+    if (!cgroupWritable) return
+    expect(Effect.runSync(Effect.map(Effect.scoped(Layer.build(layerFor("cgroup"))), (ctx) => ctx.unsafeMap.size > 0))).toBe(true)
+  })
+
+  for (const backend of backends) {
+    describe(`backend ${backend}`, () => {
+      it.scopedLive("stops an escaper that left the session and dropped its tag while its parent lived", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const group = yield* ProcessGroup.spawn({ command: escaper(token) })
+          expect(group.containment).toBe(backend)
+          yield* waitUntil("the escaper", () => marked(token).length > 0)
+          const report = yield* group.stop()
+          expect(report.containment).toBe(backend)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive("stops a TERM-ignoring pid hopper, and says it needed SIGKILL", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const group = yield* ProcessGroup.spawn({ command: hopper(token) })
+          yield* waitUntil("the hopper", () => marked(token).length > 1)
+          yield* Effect.sleep(100)
+          const report = yield* group.stop()
+          expect(report.escalated).toBe(true)
+          expect(report.killed).toBeGreaterThan(0)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive("an interrupted stop still runs to its end, and a later stop gets its report", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const scope = yield* Scope.make()
+          const group = yield* ProcessGroup.spawn({ command: `trap '' TERM; sleep 6${token} & wait` }).pipe(Scope.extend(scope))
+          yield* waitUntil("the sleeper", () => marked(token).length > 0)
+          const caller = yield* Effect.fork(group.stop())
+          yield* Effect.sleep(50)
+          const interruptedAt = Date.now()
+          yield* Fiber.interrupt(caller)
+          expect(Date.now() - interruptedAt, "the interrupt waited for the stop").toBeLessThan(100)
+          const report = yield* group.stop().pipe(Effect.timeout(Duration.millis(GRACE + 1_000)))
+          expect(report.escalated).toBe(true)
+          expect(marked(token)).toEqual([])
+          yield* Scope.close(scope, Exit.void)
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.live("an interrupted registry kill does not wedge the shell: a later kill answers", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          const registry = yield* ShellRegistry
+          const info = yield* registry.start({ command: `trap '' TERM; sleep 6${token} & wait` }, { owner: "t" })
+          yield* waitUntil("the sleeper", () => marked(token).length > 0)
+          const caller = yield* Effect.fork(registry.kill(info.id, { owner: "t" }))
+          yield* Effect.sleep(50)
+          yield* Fiber.interrupt(caller)
+          const report = yield* registry.kill(info.id, { owner: "t" }).pipe(Effect.timeout(Duration.millis(GRACE + 1_000)))
+          expect(report.escalated).toBe(true)
+          expect((yield* registry.info(info.id)).status._tag).toBe("Killed")
+          expect(marked(token)).toEqual([])
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend))))
+        ))
+
+      it.scopedLive("corral run: a nested corral killed by the outer stop leaves nothing", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const outer = yield* runCorral(backend, [
+            "run", "--timeout", "0.5s", "--grace", "0.3s", "--",
+            process.execPath, bin, "run", "--timeout", "60s", "--", "sh", "-c", `trap '' TERM; sleep 6${token} & wait`
+          ])
+          const { code } = yield* outer.exited
+          expect(code).toBe(124)
+          yield* staysEmpty(token)
+        }))
+
+      it.scopedLive("corral run: SIGKILL of corral itself leaves nothing of CMD after grace + 1 s", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const run = yield* runCorral(backend, ["run", "--grace", "0.3s", "--", "sh", "-c", `trap '' TERM; sleep 6${token} & wait`])
+          yield* waitUntil("CMD", () => marked(token).length >= 2)
+          run.child.kill("SIGKILL")
+          yield* run.exited
+          yield* waitUntil("the watcher's stop", () => marked(token).length === 0, GRACE + 1_000 + 500)
+          yield* staysEmpty(token)
+        }))
+    })
+  }
+
+  if (backends.includes("cgroup")) {
+    describe("backend cgroup only", () => {
+      it.scopedLive("stops an escaper whose parent died before any stop began: nothing is outside its cgroup", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const group = yield* ProcessGroup.spawn({ command: `setsid env -i sh -c 'sleep 6${token}' & exit 0` })
+          yield* waitUntil("the escaper", () => marked(token).length > 0)
+          yield* group.awaitExit
+          yield* group.stop()
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor("cgroup"))))
+
+      it.scopedLive("stops a hopper that leaves the session at every hop", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const group = yield* ProcessGroup.spawn({ command: hopper(token, "setsid") })
+          yield* waitUntil("the hopper", () => marked(token).length > 1)
+          yield* Effect.sleep(100)
+          const report = yield* group.stop()
+          expect(report.escalated).toBe(true)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor("cgroup"))))
+    })
+  }
+})
+
+/** `corral ARGS` under a backend; killed if still running when the scope closes. */
+const runCorral = (backend: Backend, args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        spawn(process.execPath, [bin, ...args], { stdio: "ignore", env: { ...process.env, CORRAL_CONTAINMENT: backend } })
+      ),
+      (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+    )
+    const exited = Effect.async<{ code: number | null }>((resume) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.succeed({ code: child.exitCode }))
+      child.once("exit", (code) => resume(Effect.succeed({ code })))
+    })
+    return { child, exited }
+  })
