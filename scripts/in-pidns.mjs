@@ -12,12 +12,21 @@ if (!cmd) {
   console.error("usage: node scripts/in-pidns.mjs CMD [ARGS...]")
   process.exit(125)
 }
-const probe = spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" })
-const canNamespace = probe.status === 0 && process.env.CORRAL_TEST_PIDNS !== "1"
+// root makes a plain PID namespace; anyone else, where unprivileged user
+// namespaces are allowed, one owned by a user namespace that maps only
+// their own uid, so they keep exactly their permissions inside
+const flavours = [
+  ["--pid", "--fork", "--mount-proc"],
+  ["--user", "--map-current-user", "--pid", "--fork", "--mount-proc"]
+]
+const flavour = process.env.CORRAL_TEST_PIDNS === "1"
+  ? undefined
+  : flavours.find((flags) => spawnSync("unshare", [...flags, "true"], { stdio: "ignore" }).status === 0)
+const canNamespace = flavour !== undefined
 const env = { ...process.env, CORRAL_TEST_PIDNS: canNamespace ? "1" : (process.env.CORRAL_TEST_PIDNS ?? "0") }
 if (!canNamespace && env.CORRAL_TEST_PIDNS !== "1") {
-  console.error("in-pidns: cannot create a PID namespace (needs root and unshare); tests that orphan processes will be skipped")
+  console.error("in-pidns: cannot create a PID namespace (needs unshare, and root or unprivileged user namespaces); tests that orphan processes will be skipped")
 }
-const argv = canNamespace ? ["unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", cmd, ...args]] : [cmd, args]
+const argv = canNamespace ? ["unshare", [...flavour, "--kill-child", cmd, ...args]] : [cmd, args]
 const result = spawnSync(argv[0], argv[1], { stdio: "inherit", env })
 process.exit(result.status ?? 1)

@@ -35,7 +35,7 @@ import * as Signals from "./internal/signals.js"
 import { printError, writeOut } from "./internal/stdio.js"
 import type { UsageError } from "./internal/usageError.js"
 
-export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D]
+export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D] [--containment C]
 
 Serves background shells to an AI agent over the Model Context Protocol
 (MCP) on stdin and stdout, with four tools: bash (foreground, or
@@ -53,6 +53,10 @@ options:
   --max-shells N    background shells at once (default 16, or CORRAL_MAX_SHELLS)
   --grace D         how long a stop waits after SIGTERM before SIGKILL
                     (default 3s, or CORRAL_GRACE)
+  --containment C   how each shell's processes are held: cgroup (a cgroup v2
+                    of its own, which nothing can leave; root or a delegated
+                    subtree), procScan (group, session, tag and descendants),
+                    or auto (default, or CORRAL_CONTAINMENT)
   -h, --help        print this help
 
 Durations are 500ms, 3s, 2m, 1h or bare seconds (1.5).
@@ -68,7 +72,7 @@ const version = (): string =>
   JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
 const limitsLayer = (args: McpArgs) =>
-  Containment.layer().pipe(Layer.provideMerge(Layer.merge(
+  Containment.layer(args.containment).pipe(Layer.provideMerge(Layer.merge(
     ProcessTable.layer,
     Limits.layerConfig({
       ...(args.maxShells === undefined ? {} : { maxShells: args.maxShells }),

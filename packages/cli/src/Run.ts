@@ -25,7 +25,7 @@ import { printError, writeOut } from "./internal/stdio.js"
 import * as StopReport from "./internal/stopReport.js"
 import type { UsageError } from "./internal/usageError.js"
 
-export const usage = `usage: corral run [--timeout D] [--grace D] [--verbose] [--] CMD [ARGS...]
+export const usage = `usage: corral run [--timeout D] [--grace D] [--containment C] [--verbose] [--] CMD [ARGS...]
 
 Runs CMD (no shell) in a process group and session of its own, passing stdin,
 stdout and stderr through untouched. When CMD exits, times out or corral is
@@ -39,6 +39,12 @@ options:
   --timeout D    stop CMD's group after D and exit 124; 0 means no limit (the default)
   --grace D      how long a stop waits after SIGTERM before SIGKILL
                  (default 3s, or the CORRAL_GRACE environment variable)
+  --containment C
+                 how CMD's processes are held: cgroup (a cgroup v2 of its own, which
+                 nothing can leave; needs root or a delegated subtree), procScan
+                 (its group, session, CORRAL_SHELL_ID and descendants, found in the
+                 process table), or auto (default, or CORRAL_CONTAINMENT): cgroup
+                 where it works, else procScan
   -v, --verbose  print how CMD's group was stopped on stderr
   -h, --help     print this help
 
@@ -134,7 +140,7 @@ const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs) {
 }, Effect.scoped)
 
 const layer = (args: RunArgs) =>
-  Containment.layer().pipe(Layer.provideMerge(Layer.merge(
+  Containment.layer(Option.getOrUndefined(args.containment)).pipe(Layer.provideMerge(Layer.merge(
     ProcessTable.layer,
     Limits.layerConfig(Option.match(args.grace, { onNone: () => ({}), onSome: (grace) => ({ grace }) }))
   )))

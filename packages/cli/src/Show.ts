@@ -19,6 +19,11 @@ options:
   -h, --help  print this help
 `
 
+const containmentText = {
+  cgroup: "by a cgroup of its own: nothing it starts can leave",
+  procScan: "by process scan: its group, session, tag and descendants"
+} as const
+
 const timestamp = (ms: number) => new Date(ms).toISOString()
 
 const format = ({ entry, output }: Shown, now: number, color: boolean) => {
@@ -31,6 +36,7 @@ const format = ({ entry, output }: Shown, now: number, color: boolean) => {
     ["owner", info.owner],
     ["cwd", info.cwd],
     ["pid", `${info.pid} (leads the shell's process group and session)`],
+    ["contained", info.containment === undefined ? undefined : containmentText[info.containment]],
     ["started", timestamp(info.startedAt)],
     ["ended", info.endedAt === undefined ? undefined : timestamp(info.endedAt)]
   ]

@@ -168,6 +168,7 @@ const journalInfo = (shell: Journal.JournalShell): ShellInfo => ({
   cwd: shell.cwd,
   name: shell.name,
   owner: shell.owner,
+  containment: shell.cgroup === undefined ? "procScan" : "cgroup",
   startedAt: shell.startedAt,
   status: { _tag: "Running" }
 })

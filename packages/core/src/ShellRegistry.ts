@@ -53,6 +53,8 @@ export interface ShellInfo {
   readonly cwd: string
   readonly name?: string | undefined
   readonly owner: string
+  /** How its processes are held (absent in journals of older versions). */
+  readonly containment?: "cgroup" | "procScan" | undefined
   /** Epoch milliseconds (the registry's `Clock`). */
   readonly startedAt: number
   readonly endedAt?: number | undefined
@@ -344,6 +346,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
           cwd: spec.cwd ?? process.cwd(),
           name: startOptions.name,
           owner: startOptions.owner,
+          containment: group.containment,
           startedAt: yield* Clock.currentTimeMillis
         },
         status: yield* Ref.make<ShellStatus>({ _tag: "Running" }),

@@ -5,12 +5,14 @@ import { parseArgs } from "node:util"
 import * as DurationInput from "@corral/core/DurationInput"
 import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
+import * as ContainmentArg from "./containmentArg.js"
 import { UsageError } from "./usageError.js"
 
 export interface McpArgs {
   readonly cwd: string
   readonly maxShells?: number | undefined
   readonly grace?: Duration.Duration | undefined
+  readonly containment?: ContainmentArg.Choice | undefined
 }
 
 export type Parsed =
@@ -21,6 +23,7 @@ const options = {
   cwd: { type: "string" },
   "max-shells": { type: "string" },
   grace: { type: "string" },
+  containment: { type: "string" },
   help: { type: "boolean", short: "h" }
 } as const
 
@@ -51,7 +54,7 @@ const read = (argv: ReadonlyArray<string>) => {
   try {
     return Either.right(parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values)
   } catch (cause) {
-    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D and --help`)
+    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C and --help`)
   }
 }
 
@@ -64,7 +67,8 @@ export const parse = (argv: ReadonlyArray<string>): Either.Either<Parsed, UsageE
       args: {
         cwd: yield* cwdOf(values.cwd),
         maxShells: yield* maxShellsOf(values["max-shells"]),
-        grace: yield* graceOf(values.grace)
+        grace: yield* graceOf(values.grace),
+        containment: values.containment === undefined ? undefined : yield* ContainmentArg.parse(values.containment)
       }
     } as const
   })

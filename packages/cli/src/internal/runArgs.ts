@@ -8,6 +8,7 @@ import * as DurationInput from "@corral/core/DurationInput"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as ContainmentArg from "./containmentArg.js"
 import { UsageError } from "./usageError.js"
 
 export interface RunArgs {
@@ -17,6 +18,8 @@ export interface RunArgs {
   /** None: Limits' grace (3 s, or `CORRAL_GRACE`). */
   readonly grace: Option.Option<Duration.Duration>
   readonly verbose: boolean
+  /** None: `CORRAL_CONTAINMENT`, else auto. */
+  readonly containment: Option.Option<ContainmentArg.Choice>
 }
 
 export type Parsed =
@@ -26,6 +29,7 @@ export type Parsed =
 const options = {
   timeout: { type: "string" },
   grace: { type: "string" },
+  containment: { type: "string" },
   verbose: { type: "boolean", short: "v" },
   help: { type: "boolean", short: "h" }
 } as const
@@ -52,7 +56,7 @@ const flagOf = (token: OptionToken): Either.Either<true, UsageError> =>
 
 const unknownOption = (token: OptionToken) =>
   usageError(
-    `unknown option ${token.rawName} for run: it takes --timeout, --grace, --verbose and --help before the command; ` +
+    `unknown option ${token.rawName} for run: it takes --timeout, --grace, --containment, --verbose and --help before the command; ` +
       `put -- before a command that starts with a dash`
   )
 
@@ -60,6 +64,7 @@ interface Values {
   readonly timeout: Option.Option<Duration.Duration>
   readonly grace: Option.Option<Duration.Duration>
   readonly verbose: boolean
+  readonly containment: Option.Option<ContainmentArg.Choice>
   readonly help: boolean
 }
 
@@ -69,6 +74,8 @@ const apply = (values: Values, token: OptionToken): Either.Either<Values, UsageE
       return Either.map(durationOf(token), (d) => ({ ...values, timeout: Option.some(d) }))
     case "grace":
       return Either.map(durationOf(token), (d) => ({ ...values, grace: Option.some(d) }))
+    case "containment":
+      return Either.map(ContainmentArg.parse(token.value), (c) => ({ ...values, containment: Option.some(c) }))
     case "verbose":
       return Either.map(flagOf(token), () => ({ ...values, verbose: true }))
     case "help":
@@ -80,7 +87,7 @@ const apply = (values: Values, token: OptionToken): Either.Either<Values, UsageE
 
 export const parse = (argv: ReadonlyArray<string>): Either.Either<Parsed, UsageError> => {
   const { tokens } = parseArgs({ args: [...argv], options, strict: false, allowPositionals: true, tokens: true })
-  let values: Values = { timeout: Option.none(), grace: Option.none(), verbose: false, help: false }
+  let values: Values = { timeout: Option.none(), grace: Option.none(), verbose: false, containment: Option.none(), help: false }
   let commandAt = argv.length
   for (const token of tokens) {
     if (token.kind !== "option") {
@@ -98,5 +105,5 @@ export const parse = (argv: ReadonlyArray<string>): Either.Either<Parsed, UsageE
   }
   // timeout(1) reads a zero duration as "no limit"
   const timeout = Option.filter(values.timeout, (d) => Duration.toMillis(d) > 0)
-  return Either.right({ _tag: "Run", args: { command, timeout, grace: values.grace, verbose: values.verbose } })
+  return Either.right({ _tag: "Run", args: { command, timeout, grace: values.grace, verbose: values.verbose, containment: values.containment } })
 }

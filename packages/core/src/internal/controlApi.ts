@@ -53,6 +53,7 @@ export const ShellInfo = Schema.Struct({
   cwd: Schema.String,
   name: Schema.optional(Schema.String),
   owner: Schema.String,
+  containment: Schema.optional(Schema.Literal("cgroup", "procScan")),
   startedAt: Schema.Number,
   endedAt: Schema.optional(Schema.Number),
   status: ShellStatus

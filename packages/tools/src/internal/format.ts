@@ -50,6 +50,7 @@ export const shellMetadata = (info: ShellInfo, now: number) => ({
   cwd: info.cwd,
   pid: info.pid,
   owner: info.owner,
+  containment: info.containment,
   state: info.status._tag,
   status: statusText(info.status),
   exit_code: info.status._tag === "Exited" ? info.status.code : undefined,
