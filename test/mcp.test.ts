@@ -218,6 +218,27 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
       yield* eventually("the command to be stopped", () => server.leftovers().length === 0)
     }))
 
+  it.scopedLive("a kill_bash the client cancels mid-grace still stops the shell; later calls answer and stdin EOF shuts down", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer(["--grace", "1s"])
+      yield* server.call("bash", { command: "trap '' TERM; sleep 30 & wait", run_in_background: true })
+      yield* eventually("the shell to start", () => server.leftovers().length >= 2)
+      const controller = new AbortController()
+      const kill = server.client.callTool({ name: "kill_bash", arguments: { shell_id: "s1" } }, undefined, { signal: controller.signal })
+      const settled = kill.then(() => "answered", () => "cancelled")
+      yield* Effect.sleep(100)
+      controller.abort()
+      expect(yield* Effect.promise(() => settled)).toBe("cancelled")
+      // the stop goes on without its caller: the grace, then SIGKILL
+      yield* eventually("the stop to finish", () => server.leftovers().length === 0, 1_000 + 1_000 + 500)
+      const again = yield* server.call("kill_bash", { shell_id: "s1" })
+      expect(again.text).toMatch(/had already ended[\s\S]*killed by SIGKILL/)
+      const listed = yield* server.call("list_shells")
+      expect(listed.text).toMatch(/s1 .*killed by SIGKILL/)
+      server.closeStdin()
+      expect((yield* server.exited).code).toBe(0)
+    }))
+
   it.scopedLive("runs commands in --cwd unless a call gives workdir", () =>
     Effect.gen(function*() {
       const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "corral-mcp-cwd-")))

@@ -99,6 +99,22 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       expect((yield* untilStatus(dir, b.id(1), "Killed")).info.status).toMatchObject({ by: "request" })
     }))
 
+  it.scopedLive("a stop interrupted by Ctrl-C still runs to its end; the shell does not wedge in Stopping", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const a = yield* supervisor(dir, "agent-a", ["trap '' TERM; sleep 60 & wait"], { CORRAL_GRACE: "2s" })
+      yield* waitFor("the shell's processes", () => (carrying(tagsOf(a)).length >= 2 ? true : undefined))
+      const stopping = yield* spawnCorral(dir, ["stop", a.id(1)])
+      yield* untilStatus(dir, a.id(1), "Stopping")
+      stopping.child.kill("SIGINT")
+      yield* stopping.finished
+      yield* waitFor("the stop to end without its caller", () => (carrying(tagsOf(a)).length === 0 ? true : undefined), 2_000 + 1_000 + 1_000)
+      expect((yield* untilStatus(dir, a.id(1), "Killed")).info.status).toMatchObject({ signal: "SIGKILL", by: "request" })
+      const again = yield* corral(dir, ["stop", a.id(1)])
+      expect(again.code).toBe(0)
+      expect(again.stdout).toMatch(/had already ended/)
+    }))
+
   it.scopedLive("stop --all stops every running shell of every supervisor, TERM-ignoring ones too, and nothing is left", () =>
     Effect.gen(function*() {
       const dir = yield* stateDir

@@ -8,10 +8,12 @@ import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import {
   awaitEvent,
+  eventually,
   eventsOf,
   idOf,
   nothingLeft,
@@ -19,6 +21,7 @@ import {
   provideTickingRegistry,
   realSleep,
   recordEvents,
+  taggedProcesses,
   ticking,
   timerAt
 } from "./fixtures/registry/harness.js"
@@ -197,4 +200,24 @@ describe("ids", () => {
       const error = yield* Effect.flip(registry.info("s1"))
       expect(error).toMatchObject({ _tag: "UnknownShell", id: "s1", known: ["s4"] })
     }).pipe(Effect.scoped, provideTickingRegistry({ limits: { retention } })))
+})
+
+describe("an interrupted stop", () => {
+  it.effect("runs to its end on test time: the caller returns at once, the grace still ends in SIGKILL, a later kill gets the same report", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const seen = yield* recordEvents(registry)
+      const shell = yield* registry.start({ command: "trap '' TERM; sleep 300 & wait" }, { owner })
+      yield* eventually("the shell's processes", Effect.sync(() => (taggedProcesses(shell.tag).length >= 2 ? true : undefined)))
+      const caller = yield* Effect.fork(registry.kill(shell.id, { owner }))
+      yield* realSleep(50)
+      yield* Fiber.interrupt(caller)
+      expect((yield* registry.info(shell.id)).status).toEqual({ _tag: "Stopping", by: "request" })
+      // no test time has passed: the grace is still running, without any caller
+      expect(taggedProcesses(shell.tag).length).toBeGreaterThanOrEqual(2)
+      const killed = yield* ticking(awaitEvent(seen, shell.id, "Killed"))
+      expect(killed.report).toMatchObject({ escalated: true, survivors: [] })
+      expect(taggedProcesses(shell.tag)).toEqual([])
+      expect(yield* registry.kill(shell.id, { owner })).toEqual(killed.report)
+    }).pipe(Effect.scoped, provideTickingRegistry({ limits: { grace: Duration.millis(500) } })))
 })
