@@ -7,8 +7,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import type { SupervisorProcess } from "./fixtures/surfaceProcesses.js"
-import { carrying, corral, isAlive, spawnCorral, stateDir, supervisor, waitFor, watcherOf } from "./fixtures/surfaceProcesses.js"
+import { carrying, corral, isAlive, piped, spawnCorral, stateDir, supervisor, waitFor, watcherOf } from "./fixtures/surfaceProcesses.js"
 
 /**
  * A supervisor's watcher outlives it by a moment and is then reparented to
@@ -97,6 +98,36 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       expect(ticks).toEqual(ticks.map((_, i) => `tick ${i + 1}`))
       expect(carrying(tagsOf(b))).toEqual([])
       expect((yield* untilStatus(dir, b.id(1), "Killed")).info.status).toMatchObject({ by: "request" })
+    }))
+
+  it.scopedLive("logs and show into a pipe: a slow reader gets every byte, a reader that leaves ends them quietly", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const size = 256 * 1024
+      const a = yield* supervisor(dir, "agent-a", [
+        `head -c ${size} /dev/zero | tr '\\0' x; sleep 60`,
+        "while :; do head -c 8192 /dev/zero | tr '\\0' y; sleep 0.05; done"
+      ], { CORRAL_BUFFER_BYTES: String(4 * size) })
+      // the header comes first, so it arrives whatever happens to the rest
+      yield* Effect.repeat(corral(dir, ["show", a.id(1)]), {
+        until: (shown) => shown.stdout.includes(`--- output: ${size} bytes retained ---`),
+        schedule: Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))
+      })
+      const all = "x".repeat(size)
+
+      const logs = yield* piped(dir, ["logs", a.id(1)], "{ sleep 1; cat; }")
+      expect({ code: logs.code, stderr: logs.stderr, bytes: logs.read.length }).toEqual({ code: 0, stderr: "", bytes: size })
+      expect(logs.read).toBe(all)
+      const shown = yield* piped(dir, ["show", a.id(1)], "{ sleep 1; cat; }")
+      expect({ code: shown.code, stderr: shown.stderr }).toEqual({ code: 0, stderr: "" })
+      expect(shown.read).toMatch(new RegExp(`^${a.id(1)}  ▶ running`))
+      expect(shown.read.endsWith(`--- output: ${size} bytes retained ---\n${all}\n`)).toBe(true)
+
+      // the reader's end: EPIPE, which is no failure of corral's
+      for (const [args, reader] of [[["logs", a.id(1)], "head -c 1000"], [["show", a.id(1)], "head -n 1"], [["logs", "-f", a.id(2)], "head -c 1000"]] as const) {
+        const cut = yield* piped(dir, args, reader)
+        expect({ args, code: cut.code, stderr: cut.stderr }).toEqual({ args, code: 0, stderr: "" })
+      }
     }))
 
   it.scopedLive("a stop interrupted by Ctrl-C still runs to its end; the shell does not wedge in Stopping", () =>

@@ -1,11 +1,11 @@
 /** `corral logs ID [-f]`: a background shell's output, followed live with `-f`. */
-import * as fs from "node:fs"
 import { ControlClient, OutputUnavailable } from "@corral/core/ControlClient"
 import * as Effect from "effect/Effect"
+import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { writeOut } from "./internal/stdio.js"
+import { write, writeOut } from "./internal/stdio.js"
 import * as TableCommand from "./internal/tableCommand.js"
 
 export const usage = `usage: corral logs ID [-f]
@@ -21,22 +21,15 @@ options:
 `
 
 /**
- * Writes to stdout, and tells whether it still can: once the reader is gone
- * (`corral logs -f | head`) there is no point in following any longer.
+ * Each chunk is written before the next is read, so a slow reader slows the
+ * supervisor's stream; once the reader is gone (`corral logs -f | head`)
+ * there is no point in following any longer.
  */
-const writeBytes = (bytes: Uint8Array): boolean => {
-  try {
-    fs.writeSync(1, bytes)
-    return true
-  } catch {
-    return false
-  }
-}
-
 const follow = (id: string) =>
   Effect.flatMap(ControlClient, (client) =>
     client.follow(id).pipe(
-      Stream.takeWhile(writeBytes),
+      Stream.mapEffect(write),
+      Stream.takeWhile(identity),
       Stream.runDrain
     ))
 
@@ -44,7 +37,7 @@ const retained = (id: string) =>
   Effect.gen(function*() {
     const { entry, output } = yield* (yield* ControlClient).show(id)
     if (Option.isNone(output)) return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
-    writeOut(output.value.text)
+    yield* write(output.value.text)
   })
 
 const program = (argv: ReadonlyArray<string>) =>

@@ -5,7 +5,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { writeOut } from "./internal/stdio.js"
+import { write, writeOut } from "./internal/stdio.js"
 import * as Table from "./internal/table.js"
 import * as TableCommand from "./internal/tableCommand.js"
 
@@ -61,7 +61,7 @@ const program = (argv: ReadonlyArray<string>) =>
     if (values.help) return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
     const id = yield* TableCommand.oneId("show", positionals)
     const shown = yield* (yield* ControlClient).show(id)
-    writeOut(format(shown, yield* Clock.currentTimeMillis, TableCommand.useColor(1)))
+    yield* write(format(shown, yield* Clock.currentTimeMillis, TableCommand.useColor(1)))
     return 0
   })
 

@@ -1,20 +1,44 @@
 /**
- * Writes to corral's own stdout and stderr with `writeSync` on the raw file
- * descriptors. `process.stdout`/`process.stderr` would put the descriptors in
- * non-blocking mode, a flag shared with the child that inherited them: a
- * child writing to that pipe would then fail with EAGAIN.
+ * corral's own stdout and stderr.
+ *
+ * stdout goes through `process.stdout`, which queues what the reader has not
+ * taken yet. A raw `writeSync` cannot: effect's logger reads `process.stdout`
+ * as it loads, which puts a pipe on stdout in non-blocking mode, and a write
+ * then stops at what the pipe holds (64 KiB of `corral logs ID | less`).
+ * A reader that leaves (`corral show ID | head`) ends the output: EPIPE is a
+ * normal end, not a failure of corral, and the command keeps its exit status.
+ *
+ * stderr is written with `writeSync` on the raw descriptor: its lines are
+ * short, and out before anything else can happen.
  */
 import * as fs from "node:fs"
+import * as Effect from "effect/Effect"
 
-const write = (fd: number, text: string): void => {
-  try {
-    fs.writeSync(fd, text)
-  } catch {
-    // a closed or broken stdout/stderr must not turn into a crash of corral
-  }
-}
+let out: NodeJS.WriteStream | undefined
 
-export const writeOut = (text: string): void => write(1, text)
+/** stdout, with EPIPE and its like handled: the stream ends, `write` then says so. */
+const stdout = (): NodeJS.WriteStream => (out ??= process.stdout.on("error", () => {}))
+
+/**
+ * Writes to stdout and waits until the reader has taken it (backpressure), so
+ * a stalled reader holds corral rather than corral's memory growing. False once
+ * the reader is gone: there is no point in writing more.
+ */
+export const write = (data: string | Uint8Array): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    const stream = stdout()
+    if (stream.destroyed) return resume(Effect.succeed(false))
+    stream.write(data, (error) => resume(Effect.succeed(error == null)))
+  })
+
+/** Queues a short text on stdout; the process does not exit before the reader took it or left. */
+export const writeOut = (text: string): void => void stdout().write(text)
 
 /** One line on stderr, prefixed so it stands out from the command's own output. */
-export const printError = (message: string): void => write(2, `corral: ${message}\n`)
+export const printError = (message: string): void => {
+  try {
+    fs.writeSync(2, `corral: ${message}\n`)
+  } catch {
+    // a closed or broken stderr must not turn into a crash of corral
+  }
+}
