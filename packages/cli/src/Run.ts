@@ -126,8 +126,9 @@ const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs) {
   // the watcher stops CMD's group if corral itself is SIGKILLed
   const watcher = yield* Watcher.make
   yield* (yield* Containment).reapLeftovers
-  const group = yield* ProcessGroup.spawn({ command: args.command, stdio: "inherit" })
-  yield* watcher.guard(group.target)
+  const group = yield* ProcessGroup.spawn({ command: args.command, stdio: "inherit" }).pipe(
+    Effect.provideService(Watcher.Watcher, watcher)
+  )
   const outcome = yield* Effect.raceAll<Effect.Effect<Outcome>>([
     Effect.map(group.awaitExit, (status) => ({ _tag: "Exited", status })),
     Option.match(args.timeout, {

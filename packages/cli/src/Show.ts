@@ -21,6 +21,7 @@ options:
 
 const containmentText = {
   cgroup: "by a cgroup of its own: nothing it starts can leave",
+  pidns: "by a PID namespace of its own: nothing it starts can leave",
   procScan: "by process scan: its group, session, tag and descendants"
 } as const
 

@@ -1,21 +1,27 @@
 /**
  * How a shell's processes are held, enumerated, signalled and confirmed
- * gone: the one place that knows. Two backends:
+ * gone: the one place that knows. Three backends:
  *
  * - `cgroup`: each shell runs in a cgroup v2 of its own, joined before the
  *   command is exec'd, so nothing it forks is ever outside. Membership is
  *   exact and costs a read of `cgroup.procs`, however busy the host; the kill
  *   is `cgroup.kill`. Needs a writable cgroup2 hierarchy (root, or a
  *   delegated subtree).
+ * - `pidns`: each shell runs in a PID namespace of its own (`unshare`, as
+ *   an unprivileged user through a user namespace that maps only their own
+ *   uid), under a small init that is not the user's command. Nothing can
+ *   leave it, and when its init dies the kernel kills everything inside.
+ *   Needs `unshare` (util-linux) and `perl`, and user namespaces for non-root.
  * - `procScan`: the process group, the session, the `CORRAL_SHELL_ID` tag
  *   chain and the descendant tree, found by scanning the process table;
  *   the kill freezes before it strikes. Works everywhere; cannot see a
  *   process that strips the tag and starts a new session before a scan
  *   catches it.
  *
- * `layer` picks cgroup where it works, else procScan; `CORRAL_CONTAINMENT`
- * overrides it.
+ * `layer` picks cgroup where it works, else pidns, else procScan;
+ * `CORRAL_CONTAINMENT` overrides it.
  */
+import { spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -34,13 +40,19 @@ import * as MembershipImpl from "./internal/membership.js"
 import { Limits } from "./Limits.js"
 import { isGone, ProcessTable } from "./ProcessTable.js"
 
-export const backends = ["cgroup", "procScan"] as const
+export const backends = ["cgroup", "pidns", "procScan"] as const
 export type Backend = (typeof backends)[number]
 
 /** Where one shell is held. */
 export interface Cell {
+  readonly backend: Backend
   /** The shell's cgroup, when it has one. */
   readonly cgroup: string | undefined
+  /**
+   * Whether the leader is a wrapper that stays (not the command), and writes
+   * the command's raw wait status as a line on fd 3 when it exits.
+   */
+  readonly reportsExit: boolean
   /** The argv that runs `file args` inside the cell from its first instruction. */
   readonly wrap: (file: string, args: ReadonlyArray<string>) => readonly [string, ReadonlyArray<string>]
 }
@@ -73,7 +85,7 @@ const make = (
     } satisfies Containment["Type"]
   })
 
-const procScanCell: Cell = { cgroup: undefined, wrap: (file, args) => [file, args] }
+const procScanCell: Cell = { backend: "procScan", cgroup: undefined, reportsExit: false, wrap: (file, args) => [file, args] }
 
 /**
  * The shell joins its cgroup from a one-line sh that then execs the command:
@@ -95,13 +107,61 @@ const cgroupCell = (parent: string) => {
           process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
           return procScanCell
         }
-        return { cgroup: dir, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
+        return { backend: "cgroup", cgroup: dir, reportsExit: false, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
       }),
       (cell) => Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))
     )
 }
 
 const uid = process.getuid?.() ?? 0
+
+/**
+ * PID 1 of a shell's namespace. The user's command must not be PID 1: it
+ * would ignore every signal it has no handler for, SIGTERM included. This
+ * init forks the command, reports the command's wait status on fd 3 (kept
+ * from the command) the moment it exits, and reaps everything until nothing
+ * is left, so what the command left behind lingers as it would without a
+ * namespace, and corral's own stop decides its end. It installs no handler:
+ * a group signal from outside reaches the command directly, once.
+ */
+const init = [
+  "use Fcntl;",
+  'my $report; if (open($report, ">&=", 3)) { fcntl($report, F_SETFD, FD_CLOEXEC) }',
+  "my $cmd = fork;",
+  'defined $cmd or do { print STDERR "corral: cannot fork: $!\\n"; exit 125 };',
+  'if ($cmd == 0) { exec { $ARGV[0] } @ARGV; print STDERR "corral: cannot run $ARGV[0]: $!\\n"; exit($!{ENOENT} ? 127 : 126) }',
+  "my $status = 0;",
+  'while ((my $w = waitpid(-1, 0)) > 0) { if ($w == $cmd) { $status = $?; if ($report) { syswrite($report, "$status\\n"); close($report) } } }',
+  "exit($status & 127 ? 128 + ($status & 127) : $status >> 8);"
+].join(" ")
+
+/**
+ * `unshare` makes the namespace and stays outside as the shell's leader: it
+ * ignores SIGTERM and waits for the init, and `--kill-child` kills the init
+ * (and so the namespace) if the leader dies. Root needs no user namespace;
+ * anyone else gets one that maps only their own uid, so they keep exactly
+ * their own permissions inside.
+ */
+const pidnsCell = Effect.gen(function*() {
+  const base = ["--pid", "--fork", "--mount-proc", "--kill-child"]
+  const flags = uid === 0 ? base : ["--user", "--map-current-user", ...base]
+  const probe = spawnSync("unshare", [...flags, "perl", "-e", "exit 0"], { stdio: "ignore" })
+  if (probe.status !== 0) {
+    return yield* new ContainmentUnavailable({
+      backend: "pidns",
+      reason: probe.error !== undefined
+        ? `unshare (util-linux) cannot be run (${probe.error.message})`
+        : `unshare ${flags.join(" ")} perl failed (exit ${probe.status}): user namespaces may be disabled, or perl is missing`
+    })
+  }
+  const cell: Cell = {
+    backend: "pidns",
+    cgroup: undefined,
+    reportsExit: true,
+    wrap: (file, args) => ["unshare", [...flags, "perl", "-e", init, file, ...args]]
+  }
+  return (_shellId: string) => Effect.succeed(cell)
+})
 
 const PARENT = /^corral-(\d+)-(\d+)-(\d+)-(\d+)-[0-9a-f]+$/
 
@@ -189,6 +249,11 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
     make("procScan", () => Effect.succeed(procScanCell), Effect.void)
   )
 
+  static readonly layerPidns: Layer.Layer<Containment, ContainmentUnavailable, ProcessTable | Limits> = Layer.effect(
+    Containment,
+    Effect.flatMap(pidnsCell, (cell) => make("pidns", cell, Effect.void))
+  )
+
   static readonly layerCgroup: Layer.Layer<Containment, ContainmentUnavailable, ProcessTable | Limits> = Layer.scoped(
     Containment,
     Effect.flatMap(cgroupParent, ({ home, parent }) => make("cgroup", cgroupCell(parent), reapLeftovers(home)))
@@ -197,7 +262,7 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
   /** The scripted-table backend for TestClock tests: procScan over whatever `ProcessTable` is provided. */
   static readonly layerTest = Containment.layerProcScan
 
-  /** `CORRAL_CONTAINMENT` (`auto`, `cgroup` or `procScan`; default `auto`), or `choice` when given. */
+  /** `CORRAL_CONTAINMENT` (`auto`, `cgroup`, `pidns` or `procScan`; default `auto`), or `choice` when given. */
   static readonly layer = (
     choice?: Backend | "auto"
   ): Layer.Layer<Containment, ContainmentUnavailable | ConfigError.ConfigError, ProcessTable | Limits> =>
@@ -206,9 +271,14 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
       (backend) =>
         backend === "cgroup"
           ? Containment.layerCgroup
+          : backend === "pidns"
+          ? Containment.layerPidns
           : backend === "procScan"
           ? Containment.layerProcScan
-          : Layer.catchAll(Containment.layerCgroup, () => Containment.layerProcScan)
+          : Containment.layerCgroup.pipe(
+            Layer.catchAll(() => Containment.layerPidns),
+            Layer.catchAll(() => Containment.layerProcScan)
+          )
     ))
 }
 

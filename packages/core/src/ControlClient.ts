@@ -168,7 +168,7 @@ const journalInfo = (shell: Journal.JournalShell): ShellInfo => ({
   cwd: shell.cwd,
   name: shell.name,
   owner: shell.owner,
-  containment: shell.cgroup === undefined ? "procScan" : "cgroup",
+  containment: GroupStop.backendOf(Journal.targetOf(shell)),
   startedAt: shell.startedAt,
   status: { _tag: "Running" }
 })

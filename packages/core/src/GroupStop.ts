@@ -10,6 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { Limits } from "./Limits.js"
 import type { Live, Membership } from "./internal/membership.js"
+import type { ProcessInfo } from "./ProcessTable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
@@ -23,12 +24,20 @@ export interface StopTarget {
   readonly shellId?: string | undefined
   /** The shell's own cgroup (absolute path) when it is held in one: then membership is exact. */
   readonly cgroup?: string | undefined
+  /** Set when the leader (`unshare`) holds the shell in a PID namespace of its own. */
+  readonly pidns?: true | undefined
 }
+
+export type Backend = "cgroup" | "pidns" | "procScan"
+
+/** The backend that held a target. */
+export const backendOf = (target: StopTarget): Backend =>
+  target.cgroup !== undefined ? "cgroup" : target.pidns ? "pidns" : "procScan"
 
 export interface StopReport {
   readonly pgid: number
-  /** How membership was known: `cgroup` (exact) or `procScan` (group, session, tag and descendants). */
-  readonly containment: "cgroup" | "procScan"
+  /** How membership was known: `cgroup` or `pidns` (exact), or `procScan` (group, session, tag and descendants). */
+  readonly containment: Backend
   readonly signals: Readonly<Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>>
   /** Whether anything needed SIGKILL. */
   readonly escalated: boolean
@@ -69,7 +78,14 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const initial = live.map((l) => l.length)
   yield* members.signal(live, "SIGTERM")
   yield* members.signal(live, "SIGCONT")
-  live = yield* pollUntilEmpty(members, wake, live, began + grace)
+  // a member first seen later (born since, or not yet in its cgroup) gets its SIGTERM then
+  const termed = new Set(live.flatMap((ps) => ps.map(keyOf)))
+  const termNewcomers = (found: Live) => {
+    const fresh = found.map((ps) => ps.filter((p) => !termed.has(keyOf(p))))
+    fresh.forEach((ps) => ps.forEach((p) => termed.add(keyOf(p))))
+    return Effect.zipRight(members.signalEach(fresh, "SIGTERM"), members.signalEach(fresh, "SIGCONT"))
+  }
+  live = yield* pollUntilEmpty(members, wake, live, began + grace, termNewcomers)
   const killed = live.map((l) => l.length)
   const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
   while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
@@ -82,7 +98,7 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const durationMs = (yield* Clock.currentTimeMillis) - began
   return targets.map((target, i): StopReport => ({
     pgid: target.pgid,
-    containment: target.cgroup === undefined ? "procScan" : "cgroup",
+    containment: backendOf(target),
     signals: members.tally[i]!,
     escalated: killed[i]! > 0,
     killed: killed[i]!,
@@ -94,6 +110,8 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
 })
 
 const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
+
+const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
 /** Sleeps for `ms`, or less if one of the events not yet seen happens first. */
 const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
@@ -111,14 +129,23 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
  * fast without spinning on a stubborn group. Only when they are all gone is
  * membership enumerated again, to catch members forked since.
  */
-const pollUntilEmpty = (members: Membership, wake: (ms: number) => Effect.Effect<void>, known: Live, deadline: number) =>
+const pollUntilEmpty = (
+  members: Membership,
+  wake: (ms: number) => Effect.Effect<void>,
+  known: Live,
+  deadline: number,
+  onScan: (live: Live) => Effect.Effect<void> = () => Effect.void
+) =>
   Effect.gen(function*() {
     const from = yield* Clock.currentTimeMillis
     let live = known
     while (true) {
       const checkStarted = yield* Clock.currentTimeMillis
       live = yield* members.recheck(live)
-      if (!isAnyAlive(live)) live = yield* members.scan
+      if (!isAnyAlive(live)) {
+        live = yield* members.scan
+        yield* onScan(live)
+      }
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(live) || now >= deadline) return live
       const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)

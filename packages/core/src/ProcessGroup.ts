@@ -6,6 +6,7 @@ import { spawn as spawnChild } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
@@ -17,8 +18,10 @@ import type { Backend, Cell } from "./Containment.js"
 import { Containment } from "./Containment.js"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import { Limits } from "./Limits.js"
+import * as Cgroup from "./internal/cgroup.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { ProcessTable } from "./ProcessTable.js"
+import * as Watcher from "./Watcher.js"
 
 export interface SpawnSpec {
   /** A shell command line (run with `shell -c`), or an argv run without a shell. */
@@ -164,7 +167,7 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
       ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
       : [spec.command[0]!, spec.command.slice(1)]
     const env = { ...process.env, ...spec.env }
-    if (cell.cgroup !== undefined) {
+    if (cell.backend !== "procScan") {
       const missing = checkExecutable(command, env, spec.cwd)
       if (missing !== undefined) return resume(Effect.fail(missing))
     }
@@ -175,7 +178,11 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
       // a new session and group: the whole tree can be signalled, and job
       // control groups stay findable by session id
       detached: true,
-      stdio: spec.stdio === "inherit" ? "inherit" : ["ignore", "pipe", "pipe"]
+      stdio: [
+        ...(spec.stdio === "inherit" ? ["inherit", "inherit", "inherit"] as const : ["ignore", "pipe", "pipe"] as const),
+        // where the leader is not the command, the command's own exit status arrives on fd 3
+        ...(cell.reportsExit ? ["pipe"] as const : [])
+      ]
     })
     const onError = (cause: NodeJS.ErrnoException) =>
       resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause })))
@@ -189,6 +196,14 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
 const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): ExitStatus =>
   signal !== null ? { _tag: "Signaled", signal } : { _tag: "Exited", code: code ?? 0 }
 
+const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
+
+/** A raw wait(2) status, as the PID-namespace init reports it. */
+const fromWaitStatus = (status: number): ExitStatus => {
+  const signal = signalNames.get(status & 127)
+  return (status & 127) !== 0 && signal !== undefined ? { _tag: "Signaled", signal } : { _tag: "Exited", code: (status >> 8) & 255 }
+}
+
 /** Spawns `spec` in a new group; closing the scope stops the group. */
 export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
   yield* validate(spec)
@@ -199,6 +214,13 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // acquired first, released last: the cell outlives the stop
   const cell = yield* containment.cell(shellId)
   const bornAfter = (yield* table.now) - 1
+  const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined } as const
+  // announced before it exists (by tag and cell), withdrawn after its stop: never unwatched
+  const watcher = yield* Effect.serviceOption(Watcher.Watcher)
+  if (Option.isSome(watcher)) {
+    const w = watcher.value
+    yield* Effect.acquireRelease(w.add(shellId, { pgid: -1, sid: -1, ...held }), () => w.remove(shellId))
+  }
   const output = yield* OutputBuffer.make(limits.bufferBytes)
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
@@ -211,23 +233,27 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       Effect.zipRight(Effect.sync(() => {
         child.stdout?.destroy()
         child.stderr?.destroy()
+        child.stdio[3]?.destroy()
       })),
       Effect.zipRight(output.end)
     ))
   child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
   child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
+  child.stdio[3]?.on("data", (line: Buffer) => Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line.toString())))))
   child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
   // `close` waits for every holder of the pipes; only output completeness depends on it
   child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
   const pid = child.pid!
+  // membership by cgroup is exact only once the leader is in it
+  if (cell.cgroup !== undefined) Cgroup.awaitJoin(cell.cgroup, pid)
   const leader = yield* table.lookup(pid)
   const stopState: StopState = { claimed: false, report: yield* Deferred.make<StopReport>(), containment }
   const group: ProcessGroup = {
     shellId,
-    containment: cell.cgroup === undefined ? "procScan" : "cgroup",
+    containment: cell.backend,
     pid,
     leaderStartTime: Option.getOrUndefined(Option.map(leader, (p) => p.startTime)),
-    target: { pgid: pid, sid: pid, startTime: bornAfter, shellId, cgroup: cell.cgroup },
+    target: { pgid: pid, sid: pid, ...held },
     output,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
@@ -242,6 +268,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     [StopStateId]: stopState
   }
   yield* Effect.forkScoped(Deferred.await(closed).pipe(Effect.zipRight(output.end)))
+  if (Option.isSome(watcher)) yield* watcher.value.add(shellId, group.target)
   yield* Effect.addFinalizer(() => group.stop())
   return group
 })

@@ -36,6 +36,13 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
    * `CORRAL_SHELL_ID`, and the outer ones of a nested corral (`CORRAL_SHELL_IDS`).
    */
   readonly shellIdsOf: (pid: number) => Effect.Effect<ReadonlyArray<string>>
+  /** The real uid a process runs as, when it can be read: who started it, whatever it became since. */
+  readonly uidOf: (pid: number) => Effect.Effect<Option.Option<number>>
+  /**
+   * The inode of the PID namespace a process is in, or (`forChildren`) the
+   * one its next children will be born in: `/proc/<pid>/ns/pid[_for_children]`.
+   */
+  readonly pidNamespaceOf: (pid: number, forChildren?: boolean) => Effect.Effect<Option.Option<number>>
   /** Now, in the same unit as `ProcessInfo.startTime`. */
   readonly now: Effect.Effect<number>
   /**
@@ -51,6 +58,10 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
       scan: Effect.sync(ProcLinux.scan),
       lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
       shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
+      uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
+      // our own through /proc/self: a /proc mounted for another namespace would name another process
+      pidNamespaceOf: (pid, forChildren) =>
+        Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf(pid === process.pid ? "self" : pid, forChildren))),
       now: Effect.sync(ProcLinux.now),
       signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
     }))
@@ -61,6 +72,8 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
       scan: Effect.sync(ProcPs.scan),
       lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
       shellIdsOf: () => Effect.succeed([]),
+      uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.uidOf(pid))),
+      pidNamespaceOf: () => Effect.succeed(Option.none()),
       now: Effect.sync(ProcPs.now),
       signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
     }))
@@ -79,6 +92,11 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
       scan: Ref.get(script.processes),
       lookup: (pid) => Effect.map(Ref.get(script.processes), (ps) => Option.fromNullable(ps.find((p) => p.pid === pid))),
       shellIdsOf: (pid) => Effect.succeed(script.shellIds?.get(pid)?.split(",") ?? []),
+      // a scripted process runs as the test's own user unless the script says otherwise
+      uidOf: (pid) =>
+        Effect.map(Ref.get(script.processes), (ps) =>
+          Option.fromNullable(script.uids?.get(pid) ?? (ps.some((p) => p.pid === pid) ? process.getuid?.() : undefined))),
+      pidNamespaceOf: (pid) => Effect.succeed(Option.fromNullable(script.pidNamespaces?.get(pid))),
       now: Ref.get(script.now),
       signal: (target, signal) =>
         Math.abs(target) <= 1
@@ -97,12 +115,16 @@ export interface TestScript {
   readonly signals: Ref.Ref<ReadonlyArray<{ readonly target: number; readonly signal: Signal }>>
   readonly now: Ref.Ref<number>
   readonly shellIds?: Map<number, string>
+  /** Real uids by pid; a scripted process not in it runs as the test's user. */
+  readonly uids?: Map<number, number>
+  /** PID-namespace inodes by pid; a process not in it is in none the test cares about. */
+  readonly pidNamespaces?: Map<number, number>
   readonly onSignal?: (target: number, signal: Signal) => Effect.Effect<void>
 }
 
 export const makeTestScript = (
   processes: ReadonlyArray<ProcessInfo> = [],
-  options: Pick<TestScript, "shellIds" | "onSignal"> = {}
+  options: Pick<TestScript, "shellIds" | "uids" | "pidNamespaces" | "onSignal"> = {}
 ): Effect.Effect<TestScript> =>
   Effect.all({
     processes: Ref.make(processes),

@@ -54,7 +54,7 @@ export interface ShellInfo {
   readonly name?: string | undefined
   readonly owner: string
   /** How its processes are held (absent in journals of older versions). */
-  readonly containment?: "cgroup" | "procScan" | undefined
+  readonly containment?: "cgroup" | "pidns" | "procScan" | undefined
   /** Epoch milliseconds (the registry's `Clock`). */
   readonly startedAt: number
   readonly endedAt?: number | undefined
@@ -220,6 +220,11 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     yield* containment.reapLeftovers
   }
   const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
+  // spawns announce themselves to the watcher (see ProcessGroup.spawn)
+  const spawnContext = Option.match(watcher, {
+    onNone: () => context,
+    onSome: (w) => Context.add(context, Watcher.Watcher, w)
+  })
   const journalLock = yield* Effect.makeSemaphore(1)
 
   const infoOf = (shell: Shell) =>
@@ -283,7 +288,6 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* PubSub.publish(hub, byCorral ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
       yield* Deferred.succeed(shell.settled, undefined)
     })).pipe(
-      Effect.zipRight(Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.remove(shell.group.pid) })),
       Effect.zipRight(writeJournal)
     )
 
@@ -354,8 +358,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         settled: yield* Deferred.make<void>(),
         cursors: new Map()
       }
-      // watched and announced before anyone can find it to kill it
-      yield* Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.add(group.target) })
+      // announced before anyone can find it to kill it
       const info = yield* infoOf(shell)
       yield* PubSub.publish(hub, { _tag: "Started", info })
       shells.set(id, shell)
@@ -363,7 +366,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* FiberMap.run(lifecycles, id, lifecycle(shell))
       return info
     }))
-  }, Effect.provide(context))
+  }, Effect.provide(spawnContext))
 
   const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {
     const shell = yield* lookup(id)
@@ -438,6 +441,7 @@ const journalShell = (s: Shell): Journal.JournalShell => ({
   leaderStartTime: s.group.leaderStartTime ?? null,
   bornAfter: s.group.target.startTime,
   cgroup: s.group.target.cgroup,
+  pidns: s.group.target.pidns,
   command: s.base.command,
   cwd: s.base.cwd,
   owner: s.base.owner,

@@ -6,23 +6,34 @@
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type { Writable } from "node:stream"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
 import { Limits } from "./Limits.js"
 
+/** Targets are known by key: an add of the same key replaces what the watcher knew. */
 export type WatcherMessage =
-  | { readonly op: "add"; readonly target: StopTarget }
-  | { readonly op: "remove"; readonly pgid: number }
+  | { readonly op: "add"; readonly key: string; readonly target: StopTarget }
+  | { readonly op: "remove"; readonly key: string }
 
-export interface Watcher {
+/**
+ * The watcher of this supervisor. `ProcessGroup.spawn` uses it when it is
+ * provided: it announces a shell before spawning it (by tag and cgroup, the
+ * pid is not known yet), again once it has a pid, and withdraws it after
+ * the shell's stop, so there is no moment when a shell runs unwatched.
+ */
+export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
   readonly pid: number
-  readonly add: (target: StopTarget) => Effect.Effect<void>
-  readonly remove: (pgid: number) => Effect.Effect<void>
+  readonly add: (key: string, target: StopTarget) => Effect.Effect<void>
+  readonly remove: (key: string) => Effect.Effect<void>
   /** Watches the group for the scope's lifetime. */
   readonly guard: (target: StopTarget) => Effect.Effect<void, never, Scope.Scope>
-}
+}>() {}
+
+/** The key of a target: its tag where it has one (known before its pid), else its group. */
+export const keyOf = (target: StopTarget): string => target.shellId ?? `pgid:${target.pgid}`
 
 const mainPath = fileURLToPath(new URL("./internal/watcherMain.js", import.meta.url))
 
@@ -40,7 +51,7 @@ export const make = Effect.gen(function*() {
     killTimeout: Duration.toMillis(limits.killTimeout),
     killInterval: Duration.toMillis(limits.killInterval)
   })
-  const watched = new Set<number>()
+  const watched = new Set<string>()
   const child = yield* Effect.acquireRelease(
     Effect.sync(() => {
       const env = { ...process.env }
@@ -72,12 +83,12 @@ export const make = Effect.gen(function*() {
     Effect.sync(() => {
       if (child.stdin!.writable) child.stdin!.write(JSON.stringify(message) + "\n")
     })
-  const add = (target: StopTarget) => Effect.zipRight(Effect.sync(() => watched.add(target.pgid)), send({ op: "add", target }))
-  const remove = (pgid: number) => Effect.zipRight(Effect.sync(() => watched.delete(pgid)), send({ op: "remove", pgid }))
-  return {
+  const add = (key: string, target: StopTarget) => Effect.zipRight(Effect.sync(() => watched.add(key)), send({ op: "add", key, target }))
+  const remove = (key: string) => Effect.zipRight(Effect.sync(() => watched.delete(key)), send({ op: "remove", key }))
+  return Watcher.of({
     pid: child.pid ?? 0,
     add,
     remove,
-    guard: (target) => Effect.acquireRelease(add(target), () => remove(target.pgid))
-  } satisfies Watcher
+    guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target)))
+  })
 })

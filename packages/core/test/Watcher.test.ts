@@ -66,15 +66,15 @@ describe("watcher protocol", () => {
         stdin: "pipe"
       })
       yield* loaded(watcher.pid!)
-      const toldMessage = JSON.stringify({ op: "add", target: targetOf(told) } satisfies WatcherMessage) + "\n"
+      const toldMessage = JSON.stringify({ op: "add", key: "told", target: targetOf(told) } satisfies WatcherMessage) + "\n"
       // a message split across writes is still read whole
       yield* Effect.sync(() => watcher.stdin!.write(toldMessage.slice(0, 10)))
       yield* realSleep(50)
       yield* Effect.sync(() => watcher.stdin!.write(toldMessage.slice(10)))
-      yield* send(watcher, { op: "add", target: targetOf(toldIgnoringTerm) })
-      yield* send(watcher, { op: "add", target: targetOf(forgotten) })
-      yield* send(watcher, { op: "remove", pgid: forgotten.pid! })
-      yield* send(watcher, { op: "add", target: targetOf(recycled, { startTime: startTimeOf(recycled.pid!) + 100 }) })
+      yield* send(watcher, { op: "add", key: "toldIgnoringTerm", target: targetOf(toldIgnoringTerm) })
+      yield* send(watcher, { op: "add", key: "forgotten", target: targetOf(forgotten) })
+      yield* send(watcher, { op: "remove", key: "forgotten" })
+      yield* send(watcher, { op: "add", key: "recycled", target: targetOf(recycled, { startTime: startTimeOf(recycled.pid!) + 100 }) })
 
       // a terminal's signals do not take it early
       for (const signal of ["SIGTERM", "SIGHUP", "SIGINT"] as const) process.kill(watcher.pid!, signal)
@@ -93,8 +93,8 @@ describe("watcher protocol", () => {
     Effect.scoped(Effect.gen(function*() {
       const bystander = yield* spawnOwn("sleep", ["300"])
       const watcher = yield* spawnOwn(process.execPath, [watcherMain, "{}"], { stdin: "pipe" })
-      yield* send(watcher, { op: "add", target: targetOf(bystander) })
-      yield* send(watcher, { op: "remove", pgid: bystander.pid! })
+      yield* send(watcher, { op: "add", key: "bystander", target: targetOf(bystander) })
+      yield* send(watcher, { op: "remove", key: "bystander" })
       yield* Effect.sync(() => watcher.stdin!.end())
       expect(yield* exitOf(watcher)).toEqual({ code: 0, signal: null })
       expect(isRunning(bystander.pid!)).toBe(true)

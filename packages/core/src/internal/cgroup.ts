@@ -37,6 +37,24 @@ export const procs = (dir: string): Array<number> => {
   return out
 }
 
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/**
+ * Waits (blocking, at most `maxMs`) until `pid` is in the cgroup, or has
+ * died. The join is the wrapper's first instruction, so this is about a
+ * millisecond; after it, nothing of the shell is outside its cgroup.
+ */
+export const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
+  const until = Date.now() + maxMs
+  const stat = `/proc/${pid}/stat`
+  while (Date.now() < until) {
+    if (procs(dir).includes(pid)) return true
+    if (/^\S+ \(.*\) [ZX] /s.test(readOr(stat)) || readOr(stat) === "") return false
+    Atomics.wait(pause, 0, 0, 0.2)
+  }
+  return false
+}
+
 /** Whether any live process is in the cgroup or below; false once it is gone. */
 export const populated = (dir: string): boolean => /^populated 1$/m.test(readOr(path.join(dir, "cgroup.events")))
 

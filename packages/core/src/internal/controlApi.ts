@@ -53,7 +53,7 @@ export const ShellInfo = Schema.Struct({
   cwd: Schema.String,
   name: Schema.optional(Schema.String),
   owner: Schema.String,
-  containment: Schema.optional(Schema.Literal("cgroup", "procScan")),
+  containment: Schema.optional(Schema.Literal("cgroup", "pidns", "procScan")),
   startedAt: Schema.Number,
   endedAt: Schema.optional(Schema.Number),
   status: ShellStatus
@@ -70,7 +70,7 @@ const Signals = Schema.Struct({ SIGTERM: Schema.Number, SIGCONT: Schema.Number, 
 
 export const StopReport = Schema.Struct({
   pgid: Schema.Number,
-  containment: Schema.Literal("cgroup", "procScan"),
+  containment: Schema.Literal("cgroup", "pidns", "procScan"),
   signals: Signals,
   escalated: Schema.Boolean,
   killed: Schema.Number,

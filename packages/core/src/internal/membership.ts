@@ -4,6 +4,10 @@
  * - A cgroup target: the pids in its cgroup and below, which nothing can
  *   leave; the kill is `cgroup.kill`, atomic against forks, plus a per-pid
  *   SIGKILL for what it misses (a zombie leader whose threads still run).
+ * - A PID-namespace target: scanned as below, and also every process in
+ *   the namespace its leader (`unshare`) made, found by `/proc/<pid>/ns/pid`.
+ *   Its kill needs no freeze: SIGKILL of the leader's group kills the
+ *   namespace's init, and with it everything inside.
  * - A scanned target: the union of its process group, its session, the
  *   processes carrying its tag (`CORRAL_SHELL_ID` or any id in the
  *   `CORRAL_SHELL_IDS` chain of a nested corral) and the descendant tree seen
@@ -17,6 +21,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StopTarget } from "../GroupStop.js"
+import { backendOf } from "../GroupStop.js"
 import type { ProcessInfo, Signal } from "../ProcessTable.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
@@ -32,6 +37,8 @@ export interface Membership {
   readonly recheck: (live: Live) => Effect.Effect<Live>
   /** Sends `signal` to every member: by group where the group is the shell's, else by pid. */
   readonly signal: (live: Live, signal: Signal) => Effect.Effect<void>
+  /** Sends `signal` to each given member by pid, and to no one else. */
+  readonly signalEach: (live: Live, signal: Signal) => Effect.Effect<void>
   /** SIGKILLs every member, frozen first where membership is not exact; returns whom it struck. */
   readonly kill: (live: Live) => Effect.Effect<Live>
   readonly tally: ReadonlyArray<Tally>
@@ -84,7 +91,11 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
 
   const signal = (live: Live, sig: Signal) => Effect.forEach(live, (ps, i) => signalTarget(i, ps, sig), { discard: true })
 
-  const scannedOnly = (live: Live): Live => live.map((ps, i) => (targets[i]!.cgroup === undefined ? ps : []))
+  const signalEach = (live: Live, sig: Signal) =>
+    Effect.forEach(live, (ps, i) => Effect.forEach(ps, (p) => send(i, p.pid, sig), { discard: true }), { discard: true })
+
+  // only a plain scan needs freezing: a cgroup or a namespace is killed whole
+  const scannedOnly = (live: Live): Live => live.map((ps, i) => (backendOf(targets[i]!) === "procScan" ? ps : []))
 
   /** SIGSTOP what is known, rescan, repeat until a scan finds no new member still running. */
   const freeze = (live: Live) =>
@@ -116,7 +127,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
       return held
     })
 
-  return { scan, recheck, signal, kill, tally, escaped }
+  return { scan, recheck, signal, signalEach, kill, tally, escaped }
 }
 
 const isStopped = (p: ProcessInfo) => p.state === "T" || p.state === "t"
@@ -140,6 +151,12 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
   const oldest = Math.min(...scanned.map((i) => targets[i]!.startTime))
   const seen = new Map<string, number>()
   const tags = new Map<string, ReadonlyArray<string>>()
+  const namespaces = new Map<number, number>()
+  const resolveNamespaces = Effect.forEach(scanned, (i) => {
+    const t = targets[i]!
+    if (!t.pidns || [...namespaces.values()].includes(i)) return Effect.void
+    return Effect.map(namespaceOfLeader(table, t), Option.map((ns) => namespaces.set(ns, i)))
+  }, { discard: true })
   const key = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
   const tagsOf = (p: ProcessInfo) => {
     const known = tags.get(key(p))
@@ -149,13 +166,18 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
   const ownerOf = (p: ProcessInfo) =>
     Effect.gen(function*() {
       const direct = seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid)
-      if (direct !== undefined || byShellId.size === 0) return direct
-      for (const id of yield* tagsOf(p)) if (byShellId.has(id)) return byShellId.get(id)
+      if (direct !== undefined) return direct
+      if (namespaces.size > 0) {
+        const inNamespace = Option.flatMap(yield* table.pidNamespaceOf(p.pid), (ns) => Option.fromNullable(namespaces.get(ns)))
+        if (Option.isSome(inNamespace)) return inNamespace.value
+      }
+      for (const id of byShellId.size === 0 ? [] : yield* tagsOf(p)) if (byShellId.has(id)) return byShellId.get(id)
       return undefined
     })
 
   const members = (all: ReadonlyArray<ProcessInfo>) =>
     Effect.gen(function*() {
+      yield* resolveNamespaces
       const out = new Map<number, Array<ProcessInfo>>()
       const owner = new Map<number, number>()
       const orphans: Array<ProcessInfo> = []
@@ -189,3 +211,18 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
     })
   return { members }
 }
+
+/**
+ * The namespace a PID-namespace target's leader made: the `pid_for_children`
+ * of `unshare`, once it has unshared. Never our own namespace (not yet
+ * unshared, or a recycled pid), which would make every process a member.
+ */
+const namespaceOfLeader = (table: ProcessTable["Type"], target: StopTarget) =>
+  Effect.gen(function*() {
+    const leader = yield* table.lookup(target.pgid)
+    if (!Option.exists(leader, (p) => p.startTime >= target.startTime && p.comm === "unshare" && !isGone(p))) return Option.none()
+    const ns = yield* table.pidNamespaceOf(target.pgid, true)
+    const own = yield* table.pidNamespaceOf(process.pid)
+    return Option.filter(ns, (inode) => !Option.contains(own, inode))
+  })
+

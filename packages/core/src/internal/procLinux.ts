@@ -101,6 +101,27 @@ export const shellIdsOf = (pid: number): ReadonlyArray<string> => {
   return own === undefined || chain.includes(own) ? chain : [...chain, own]
 }
 
+/** The real uid, the first of the `Uid:` line of `/proc/<pid>/status`. */
+export const uidOf = (pid: number): number | undefined => {
+  try {
+    const uid = /^Uid:\s+(\d+)/m.exec(readProc(`/proc/${pid}/status`))
+    return uid === null ? undefined : Number(uid[1])
+  } catch {
+    return undefined
+  }
+}
+
 // /proc/uptime and stat's starttime share the boot clock; USER_HZ is 100 on
 // every Linux ABI Node supports.
 export const now = (): number => Math.floor(Number(readProc("/proc/uptime").split(" ")[0]) * 100)
+
+/** The inode in `/proc/<pid>/ns/pid` (or `pid_for_children`): `pid:[4026531836]`. */
+export const pidNamespaceOf = (pid: number | "self", forChildren = false): number | undefined => {
+  try {
+    const link = fs.readlinkSync(`/proc/${pid}/ns/${forChildren ? "pid_for_children" : "pid"}`)
+    const inode = Number(link.slice(link.indexOf("[") + 1, -1))
+    return Number.isSafeInteger(inode) && inode > 0 ? inode : undefined
+  } catch {
+    return undefined
+  }
+}

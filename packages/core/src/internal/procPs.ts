@@ -24,3 +24,13 @@ export const scan = (): ReadonlyArray<ProcessInfo> => {
 // etimes has one-second resolution, so "now" is taken one second early to keep
 // every member of a group at or after the group's recorded start.
 export const now = (): number => Math.floor(Date.now() / 10) - 100
+
+/** The real uid of one process, or undefined once it is gone. */
+export const uidOf = (pid: number): number | undefined => {
+  try {
+    const out = execFileSync("ps", ["-o", "ruid=", "-p", String(pid)], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
+    return /^\d+$/.test(out) ? Number(out) : undefined
+  } catch {
+    return undefined
+  }
+}

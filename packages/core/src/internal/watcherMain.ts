@@ -20,7 +20,7 @@ const stopCode = Promise.all([
 ])
 
 const limits = JSON.parse(process.argv[2] ?? "{}") as Record<string, number>
-const targets = new Map<number, StopTarget>()
+const targets = new Map<string, StopTarget>()
 let pending = ""
 
 // a terminal's signals or a closing session must not take the watcher early
@@ -33,8 +33,8 @@ process.stdin.on("data", (text: string) => {
   for (const line of lines) {
     if (line === "") continue
     const message = JSON.parse(line) as WatcherMessage
-    if (message.op === "add") targets.set(message.target.pgid, message.target)
-    else targets.delete(message.pgid)
+    if (message.op === "add") targets.set(message.key, message.target)
+    else targets.delete(message.key)
   }
 })
 process.stdin.on("end", async () => {
