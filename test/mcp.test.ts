@@ -32,7 +32,7 @@ describe("corral mcp usage", () => {
     [["--max-shells", "0"], `corral: --max-shells needs a whole number of at least 1, like --max-shells 8; got "0"\n`],
     [["--grace", "soon"], `corral: --grace: invalid duration "soon": use a number with an optional unit, like 500ms, 3s, 2m or 1h (bare numbers are seconds)\n`],
     [["--cwd", "/no/such/dir"], "corral: --cwd /no/such/dir does not exist: pass an existing directory\n"],
-    [["--containment", "jail"], `corral: --containment must be one of auto, cgroup, procScan; got "jail"\n`],
+    [["--containment", "jail"], `corral: --containment must be one of auto, cgroup, pidns, procScan; got "jail"\n`],
     [["serve"], `corral: Unexpected argument 'serve'. This command does not take positional arguments. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C and --help\n`]
   ]
   for (const [args, message] of bad) {

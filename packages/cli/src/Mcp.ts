@@ -30,8 +30,9 @@ import * as Stream from "effect/Stream"
 import * as ExitCode from "./internal/exitCode.js"
 import type { McpArgs } from "./internal/mcpArgs.js"
 import * as McpArgsParser from "./internal/mcpArgs.js"
-import * as McpStdin from "./internal/mcpStdin.js"
+import * as McpWire from "./internal/mcpWire.js"
 import * as Signals from "./internal/signals.js"
+import * as Stdio from "./internal/stdio.js"
 import { printError, writeOut } from "./internal/stdio.js"
 import type { UsageError } from "./internal/usageError.js"
 
@@ -54,9 +55,10 @@ options:
   --grace D         how long a stop waits after SIGTERM before SIGKILL
                     (default 3s, or CORRAL_GRACE)
   --containment C   how each shell's processes are held: cgroup (a cgroup v2
-                    of its own, which nothing can leave; root or a delegated
-                    subtree), procScan (group, session, tag and descendants),
-                    or auto (default, or CORRAL_CONTAINMENT)
+                    of its own; root or a delegated subtree), pidns (a PID
+                    namespace of its own; unshare, perl, user namespaces),
+                    procScan (group, session, tag and descendants), or auto
+                    (default, or CORRAL_CONTAINMENT): the first that works
   -h, --help        print this help
 
 Durations are 500ms, 3s, 2m, 1h or bare seconds (1.5).
@@ -90,12 +92,27 @@ const controlEndpoint = Layer.scopedDiscard(
   )
 )
 
-const registryLayer = controlEndpoint.pipe(Layer.provideMerge(ShellRegistry.layer({ name: "corral mcp" })))
+/**
+ * A state directory that cannot be used (read-only, someone else's) costs
+ * the journal and the control socket only: the server still starts, and its
+ * watcher still stops every shell if it dies.
+ */
+const registryLayer = controlEndpoint.pipe(
+  Layer.provideMerge(ShellRegistry.layer({ name: "corral mcp" })),
+  Layer.catchAll((error) =>
+    ShellRegistry.layer({ name: "corral mcp", journal: false }).pipe(
+      Layer.orDie,
+      Layer.tap(() =>
+        Effect.logWarning(`${error.message}. Until then corral mcp runs without a journal or control socket: corral ls cannot see its shells`)
+      )
+    )
+  )
+)
 
-const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>) =>
+const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>, wire: McpWire.Wire) =>
   McpTools.layer.pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
-    Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: NodeSink.stdout })),
+    Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
     Layer.provide(Layer.merge(registryLayer, PermissionGate.layer)),
     Layer.provide(limitsLayer(args))
   )
@@ -108,13 +125,15 @@ const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>) =>
 const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
   const signalled = yield* Signals.listen(Signals.terminationSignals)
   const stdinClosed = yield* Deferred.make<void>()
+  // what the server cannot take never reaches it: a bad line is answered here, and the next one served
+  const wire = McpWire.make({ tools: Object.keys(ShellTools.toolkit.tools) })
   const stdin = NodeStream.stdin.pipe(
     Stream.onEnd(Deferred.succeed(stdinClosed, undefined)),
     Stream.concat(Stream.never),
-    McpStdin.fillToolArguments
+    wire.input(Stdio.write)
   )
   // in a fiber of its own: the stdio protocol interrupts the fiber that built it when it stops reading
-  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin)))
+  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire)))
   const stopped = Effect.raceFirst(Effect.as(Deferred.await(stdinClosed), 0), Effect.map(signalled, ExitCode.ofSignal))
   // a server that cannot start (bad configuration) fails at once
   return yield* Effect.raceFirst(Fiber.join(server), stopped)

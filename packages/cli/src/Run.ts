@@ -41,10 +41,11 @@ options:
                  (default 3s, or the CORRAL_GRACE environment variable)
   --containment C
                  how CMD's processes are held: cgroup (a cgroup v2 of its own, which
-                 nothing can leave; needs root or a delegated subtree), procScan
-                 (its group, session, CORRAL_SHELL_ID and descendants, found in the
-                 process table), or auto (default, or CORRAL_CONTAINMENT): cgroup
-                 where it works, else procScan
+                 nothing can leave; needs root or a delegated subtree), pidns (a PID
+                 namespace of its own, which nothing can leave; needs unshare, perl
+                 and user namespaces), procScan (its group, session, CORRAL_SHELL_ID
+                 and descendants, found in the process table), or auto (default, or
+                 CORRAL_CONTAINMENT): the first of those that works
   -v, --verbose  print how CMD's group was stopped on stderr
   -h, --help     print this help
 

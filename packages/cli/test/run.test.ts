@@ -178,7 +178,7 @@ describe("corral run: usage", () => {
       yield* rejects(["--timeout"], /^corral: --timeout needs a duration, like --timeout 30s/)
       yield* rejects(["--timeout", "--", "true"], /^corral: --timeout needs a duration/)
       yield* rejects(["--timeout", "soon", "true"], /^corral: --timeout: invalid duration "soon": use a number/)
-      yield* rejects(["--containment", "jail", "true"], /^corral: --containment must be one of auto, cgroup, procScan; got "jail"/)
+      yield* rejects(["--containment", "jail", "true"], /^corral: --containment must be one of auto, cgroup, pidns, procScan; got "jail"/)
       yield* rejects(["--grace=-1", "true"], /^corral: --grace: invalid duration "-1"/)
       yield* rejects(["--verbose=yes", "true"], /^corral: --verbose takes no value/)
       yield* rejects(["--color", "true"], /^corral: unknown option --color for run/)

@@ -145,16 +145,14 @@ const checkExecutable = (file: string, env: Readonly<Record<string, string | und
     : (env.PATH ?? "/usr/local/bin:/usr/bin:/bin").split(":").map((dir) => path.resolve(cwd ?? ".", dir || ".", file))
   let code = "ENOENT"
   for (const candidate of candidates) {
-    const stat = fs.statSync(candidate, { throwIfNoEntry: false })
-    if (stat === undefined) continue
-    if (!stat.isFile()) {
-      code = "EACCES"
-      continue
-    }
     try {
+      const stat = fs.statSync(candidate, { throwIfNoEntry: false })
+      if (stat === undefined) continue
+      if (!stat.isFile()) throw new Error("not a file")
       fs.accessSync(candidate, fs.constants.X_OK)
       return undefined
     } catch {
+      // as execvp: a PATH entry we may not search, or a match we may not run, is EACCES unless a later one works
       code = "EACCES"
     }
   }

@@ -12,7 +12,7 @@
  * Durations asserted here are generous "does not hang" bounds, never speed.
  */
 import type { LimitsShape } from "@corral/core"
-import { Containment, Limits, ProcessGroup, ProcessTable } from "@corral/core"
+import { Limits, ProcessGroup, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -21,6 +21,7 @@ import * as Option from "effect/Option"
 import type { KernelProcess } from "./helpers.js"
 import {
   environOf,
+  groupContainment,
   inPidNamespace,
   isAlive,
   isPidAlive,
@@ -33,7 +34,7 @@ import {
 
 const orphaning = it.live.skipIf(!inPidNamespace)
 
-const withLimits = (limits: Partial<LimitsShape>) => Effect.provide(Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith(limits)))))
+const withLimits = (limits: Partial<LimitsShape>) => Effect.provide(groupContainment.pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith(limits)))))
 const grace = (millis: number) => withLimits({ grace: Duration.millis(millis) })
 
 const waitForOutput = (group: ProcessGroup.ProcessGroup, needle: string, timeoutMs = 5_000) =>

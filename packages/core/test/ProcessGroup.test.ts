@@ -8,17 +8,17 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { LimitsShape } from "@corral/core"
-import { Containment, Limits, ProcessGroup, ProcessTable } from "@corral/core"
+import { Limits, ProcessGroup, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { environOf, kernelProcess, leftovers, waitFor } from "./helpers.js"
+import { environOf, groupContainment, kernelProcess, leftovers, waitFor } from "./helpers.js"
 
 const withLimits = (limits: Partial<LimitsShape> = {}) =>
-  Effect.provide(Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(2), ...limits })))))
+  Effect.provide(groupContainment.pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(2), ...limits })))))
 
 /** Waits until the pipes are closed and the buffer has ended. */
 const outputComplete = (group: ProcessGroup.ProcessGroup) =>

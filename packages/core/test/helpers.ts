@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import type { ProcessInfo, Signal, TestScript } from "@corral/core"
-import { ProcessTable } from "@corral/core"
+import { Containment, ProcessTable } from "@corral/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -18,6 +18,14 @@ import * as Ref from "effect/Ref"
  * until reboot. Inside, they go when the namespace ends.
  */
 export const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
+
+/**
+ * The containment for tests of a process group's own shape (its members,
+ * their count, zombies under a non-reaping PID 1): cgroup where one can be
+ * made, else procScan. A PID namespace adds two wrapper processes and an
+ * init that reaps; test/containment.test.ts covers it.
+ */
+export const groupContainment = Layer.catchAll(Containment.layerCgroup, () => Containment.layerProcScan)
 
 // ---------------------------------------------------------------------------
 // The kernel's view, read straight from /proc
