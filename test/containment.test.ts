@@ -284,6 +284,58 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
   }
 })
 
+describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a writable cgroup v2 and the PID namespace of npm test)", () => {
+  it.scopedLive("a dead supervisor's cgroups are stopped and removed by the next one; a live one's and another namespace's are left alone", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const mount = fs.readFileSync("/proc/self/mountinfo", "latin1").split("\n").map((l) => l.split(" - "))
+        .find(([, rest]) => rest?.startsWith("cgroup2 "))![0]!.split(" ")[4]!
+      const home = path.join(mount, /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))![1]!)
+      const ns = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]
+      const uid = process.getuid!()
+      const parent = (pid: number, nsInode: string | undefined = ns) => path.join(home, `corral-${uid}-${nsInode}-${pid}-1-abcdef`)
+      // a supervisor pid that is dead (it has exited and been reaped), one alive with another start time, and ourselves
+      const dead = spawnSync("true").pid!
+      const dirs = { dead: parent(dead), otherNamespace: parent(dead, "1"), live: path.join(home, `corral-${uid}-${ns}-${process.pid}-${startTimeOf(process.pid)}-abcdef`) }
+      for (const dir of Object.values(dirs)) fs.mkdirSync(path.join(dir, "1-s1"), { recursive: true })
+      // after the processes: a cgroup can be removed only once it is empty
+      yield* Effect.addFinalizer(() =>
+        Effect.zipRight(
+          killMarked(token),
+          waitUntil("the test's cgroups to empty", () => {
+            for (const dir of Object.values(dirs)) {
+              try {
+                if (fs.existsSync(path.join(dir, "1-s1"))) fs.rmdirSync(path.join(dir, "1-s1"))
+                if (fs.existsSync(dir)) fs.rmdirSync(dir)
+              } catch {
+                return false
+              }
+            }
+            return true
+          })
+        )
+      )
+      const inCgroup = (dir: string) =>
+        spawn("sh", ["-c", `echo $$ > ${path.join(dir, "1-s1")}/cgroup.procs && trap '' TERM && exec sleep 6${token}`], { stdio: "ignore" })
+      const left = inCgroup(dirs.dead)
+      const kept = [inCgroup(dirs.live), inCgroup(dirs.otherNamespace)]
+      yield* waitUntil("the leftovers", () => marked(token).length === 3)
+      yield* Effect.gen(function*() {
+        yield* (yield* Containment).reapLeftovers
+      }).pipe(Effect.provide(layerFor("cgroup")))
+      expect(fs.existsSync(dirs.dead)).toBe(false)
+      expect(marked(token).sort()).toEqual(kept.map((c) => c.pid!).sort())
+      expect(left.pid !== undefined && !marked(token).includes(left.pid)).toBe(true)
+    }))
+})
+
+/** Field 22 of `/proc/<pid>/stat`: clock ticks since boot. */
+const startTimeOf = (pid: number) => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
+}
+
 /** `corral ARGS` under a backend; killed if still running when the scope closes. */
 const runCorral = (backend: Backend, args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
