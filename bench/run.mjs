@@ -3,6 +3,10 @@
 //
 //   npm run bench [-- --quick] [--only stop|registry|<id prefix>[,...]] [--impl a,b] [--runs N]
 //
+// Each stop scenario also runs corral alone under the procScan containment
+// backend, as `<id>@procScan`; the plain id has corral under the default
+// (auto: cgroup v2 where it works).
+//
 // Every (scenario, implementation) batch runs in a worker inside a PID
 // namespace of its own (see lib/namespace.mjs). Results go to
 // bench/results/latest.json, docs/benchmarks.md, docs/bench/*.svg and
@@ -62,7 +66,10 @@ const select = ({ only, impls }) => {
   if (chosen.length === 0) fail(`--only ${only.join(",")} matches no scenario; ids: ${scenarios.map((s) => s.id).join(", ")}`)
   const unknown = impls?.filter((i) => !IMPL_ORDER.includes(i)) ?? []
   if (unknown.length > 0) fail(`unknown implementation ${unknown.join(", ")}; known: ${IMPL_ORDER.join(", ")}`)
-  return chosen.map((s) => ({ scenario: s, impls: s.impls.filter((i) => impls === undefined || impls.includes(i)) }))
+  // an `<id>@<backend>` scenario has corral alone: with `--impl` naming no corral it has nothing to run
+  return chosen
+    .map((s) => ({ scenario: s, impls: s.impls.filter((i) => impls === undefined || impls.includes(i)) }))
+    .filter((b) => b.impls.length > 0)
 }
 
 const checkPrerequisites = () => {
@@ -87,7 +94,14 @@ const machine = () => ({
 /** In --quick, batches that would cost more than they tell are skipped, with the reason shown in the tables. */
 const skipReason = (scenario, impl, quick) => (quick ? scenario.quickSkip?.[impl] : undefined)
 
-const show = (id, impl, text) => console.error(`${id.padEnd(30)} ${impl.padEnd(15)} ${text}`)
+const show = (id, impl, text) => console.error(`${id.padEnd(38)} ${impl.padEnd(15)} ${text}`)
+
+/** A failed batch in one line: how it ended, and the worker's own error when it printed one. */
+const failureText = (message) => {
+  const [first, ...rest] = message.split("\n")
+  const thrown = rest.map((l) => /^\w*Error: (.*)$/.exec(l.trim())?.[1]).find((l) => l !== undefined)
+  return thrown === undefined ? first : `${first}: ${thrown}`
+}
 
 const runScenario = async ({ scenario, impls }, options) => {
   const result = {
@@ -119,11 +133,33 @@ const runScenario = async ({ scenario, impls }, options) => {
       const wall = ((performance.now() - began) / 1000).toFixed(1)
       show(scenario.id, impl, `${figure.median} ${scenario.unit} (${figure.min}–${figure.max})${figure.clean ? "" : " NOT CLEAN"} [${wall} s]`)
     } catch (error) {
-      ;(result.failed ??= {})[impl] = error.message.split("\n")[0]
+      ;(result.failed ??= {})[impl] = failureText(error.message)
       show(scenario.id, impl, `FAILED\n${error.message}`)
     }
   }
   return result
+}
+
+/**
+ * One id's previous result with a fresh one laid over it: a fresh figure
+ * replaces the old one, a fresh failure drops it (an old figure beside a new
+ * failure would read as measured now), and an old failure goes once the
+ * implementation has a fresh figure. A fresh skip keeps the old figure.
+ */
+const mergeOne = (old, r) => {
+  const failedNow = Object.keys(r.failed ?? {})
+  const measuredNow = [...(r.corral === undefined ? [] : ["corral"]), ...Object.keys(r.peers)]
+  const peers = { ...old.peers, ...r.peers }
+  for (const impl of failedNow) delete peers[impl]
+  const failed = {
+    ...Object.fromEntries(Object.entries(old.failed ?? {}).filter(([impl]) => !measuredNow.includes(impl))),
+    ...r.failed
+  }
+  const merged = { ...old, ...r, corral: failedNow.includes("corral") ? undefined : r.corral ?? old.corral, peers }
+  if (merged.corral === undefined) delete merged.corral
+  if (Object.keys(failed).length > 0) merged.failed = failed
+  else delete merged.failed
+  return merged
 }
 
 /** With --only/--impl, the fresh figures replace their ids (and implementations) in the previous results. */
@@ -131,7 +167,7 @@ const merge = (previous, fresh) => {
   const byId = new Map(previous.map((r) => [r.id, r]))
   for (const r of fresh) {
     const old = byId.get(r.id)
-    byId.set(r.id, old === undefined ? r : { ...old, ...r, corral: r.corral ?? old.corral, peers: { ...old.peers, ...r.peers } })
+    byId.set(r.id, old === undefined ? r : mergeOne(old, r))
   }
   const order = scenarios.map((s) => s.id)
   return [...byId.values()].sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id))

@@ -2,7 +2,7 @@
 // median, a whisker from min to max, and the figure (with any warning) at the
 // end. A log scale is used when the values span more than a factor of 20.
 const WIDTH = 720
-const LABEL_WIDTH = 120
+const LABEL_WIDTH = 140
 const VALUE_WIDTH = 230
 const ROW_HEIGHT = 26
 const TOP = 44

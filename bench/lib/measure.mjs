@@ -15,11 +15,16 @@ export const newMarker = () => `bench-${randomBytes(6).toString("hex")}`
  * Starts `count` copies of `workload` (each tagged with the marker), stops them
  * with `peer.stopMany` and reports the stop's duration and what survived it.
  * `clean` means nothing of the workload was alive when the stop returned.
+ * With `everywhere`, the workload is every process in the batch's namespace
+ * but the bench's own and the `exempt` groups (idle load the scenario
+ * started), so a process that escaped the group, the session and the marker
+ * still counts; leftovers are killed the same way. `containment` is the
+ * backend corral reported for its groups, when the peer is corral.
  */
-export const measureStop = async (peer, { workload, grace, count = 1 }) => {
+export const measureStop = async (peer, { workload, grace, count = 1, everywhere = false, exempt = [] }) => {
   const marker = newMarker()
   const handles = []
-  const target = { marker, groups: [] }
+  const target = { marker, groups: [], everywhere, exempt }
   let stopping = Promise.resolve()
   let failure
   try {
@@ -28,7 +33,8 @@ export const measureStop = async (peer, { workload, grace, count = 1 }) => {
       handles.push(handle)
       target.groups.push(...handle.groups)
     }
-    await awaitMembers(target, workload.processes * count)
+    // a thousand forks can take well over 10 s on a loaded machine
+    await awaitMembers(target, workload.processes * count, Math.max(10_000, 30 * workload.processes * count))
     const began = performance.now()
     stopping = peer.stopMany(handles).catch((error) => (failure = error))
     const timedOut = !(await settlesWithin(stopping, grace + HANG_MARGIN_MS))
@@ -37,7 +43,9 @@ export const measureStop = async (peer, { workload, grace, count = 1 }) => {
     await sleep(SETTLE_MS)
     const aliveLater = liveMembers(target).length
     if (failure !== undefined) throw failure
-    return { value, clean: alive === 0 && !timedOut, alive, aliveLater, timedOut }
+    const sample = { value, clean: alive === 0 && !timedOut, alive, aliveLater, timedOut }
+    const containment = [...new Set(handles.map((h) => h.containment).filter(Boolean))].join("+")
+    return containment === "" ? sample : { ...sample, containment }
   } finally {
     await killLeftovers(target)
     // a hung stop returns once its leader is dead; give it the chance, then let go

@@ -155,40 +155,50 @@ const effectCommand = {
   }
 }
 
-/** corral: `ProcessGroup.spawn` in a scope, `group.stop()`, `ProcessGroup.stopAll` for many. */
-export const loadCorral = memo(async () => {
-  const fx = await loadEffect()
-  const { Limits, ProcessGroup, ProcessTable, OutputBuffer } = await import("@corral/core")
-  const runtime = fx.ManagedRuntime.make(fx.Layer.merge(ProcessTable.layer, Limits.layer))
-  return { ...fx, ProcessGroup, OutputBuffer, runtime }
-})
+/**
+ * corral: `ProcessGroup.spawn` in a scope, `group.stop()`, `ProcessGroup.stopAll`
+ * for many, under `Containment.layer(backend)`: "auto" (cgroup v2 where it
+ * works, as root here; else procScan), "cgroup" or "procScan".
+ */
+const corralRuntimes = new Map()
+export const loadCorral = (backend = "auto") => {
+  if (!corralRuntimes.has(backend)) {
+    corralRuntimes.set(backend, (async () => {
+      const fx = await loadEffect()
+      const { Containment, Limits, ProcessGroup, ProcessTable, OutputBuffer } = await import("@corral/core")
+      const layer = Containment.layer(backend).pipe(fx.Layer.provideMerge(fx.Layer.merge(ProcessTable.layer, Limits.layer)))
+      return { ...fx, Containment, ProcessGroup, OutputBuffer, runtime: fx.ManagedRuntime.make(layer) }
+    })())
+  }
+  return corralRuntimes.get(backend)
+}
 
-const corral = {
+const corralPeer = (backend) => ({
   start: async ({ argv, env, grace }) => {
-    const { Effect, ProcessGroup, Scope, runtime } = await loadCorral()
+    const { Effect, ProcessGroup, Scope, runtime } = await loadCorral(backend)
     const scope = Effect.runSync(Scope.make())
     const group = await runtime.runPromise(Scope.extend(ProcessGroup.spawn({ command: argv, env }), scope))
-    return { pid: group.pid, groups: [group.pid], group, scope, grace }
+    return { pid: group.pid, groups: [group.pid], group, scope, grace, containment: group.containment }
   },
   stop: async ({ group, grace }) => {
-    const { runtime } = await loadCorral()
+    const { runtime } = await loadCorral(backend)
     await runtime.runPromise(group.stop({ grace }))
   },
   stopMany: async (handles) => {
-    const { ProcessGroup, runtime } = await loadCorral()
+    const { ProcessGroup, runtime } = await loadCorral(backend)
     await runtime.runPromise(ProcessGroup.stopAll(handles.map((h) => h.group), { grace: handles[0]?.grace }))
   },
   dispose: async ({ scope }) => {
-    const { Exit, Scope, runtime } = await loadCorral()
+    const { Exit, Scope, runtime } = await loadCorral(backend)
     await runtime.runPromise(Scope.close(scope, Exit.void))
   }
-}
+})
 
 const withDefaults = (peer) => ({ dispose: async () => {}, ...peer, stopMany: peer.stopMany ?? stopEach(peer) })
 
 /** Every implementation, corral first; the order is the column order of every table. */
 export const peers = {
-  corral: withDefaults(corral),
+  corral: withDefaults(corralPeer("auto")),
   "lower-bound": withDefaults(lowerBound),
   "opencode-pr": withDefaults(opencodePr),
   "effect-command": withDefaults(effectCommand),
@@ -197,3 +207,14 @@ export const peers = {
 }
 
 export const STOP_PEERS = Object.keys(peers)
+
+/** Backends a scenario may name for corral besides the default; its id then ends in `@<backend>`. */
+export const CORRAL_BACKENDS = ["procScan"]
+
+const backendPeers = new Map()
+/** corral under one containment backend ("auto" is the `corral` peer). */
+export const corralWith = (backend) => {
+  if (backend === "auto") return peers.corral
+  if (!backendPeers.has(backend)) backendPeers.set(backend, withDefaults(corralPeer(backend)))
+  return backendPeers.get(backend)
+}

@@ -36,16 +36,84 @@ export const scan = () => {
   return out
 }
 
+const readCmdline = (pid) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1")
+  } catch {
+    return ""
+  }
+}
+
+/**
+ * Whether this process runs in a batch's PID namespace (lib/namespace.mjs):
+ * there PID 1 is the worker or the bash that runs it, and either way its
+ * command line names bench/worker.mjs. Outside one, "every other process in
+ * the namespace" would be the whole machine, so nothing is counted or killed
+ * namespace-wide.
+ */
+export const inBatchNamespace = (() => {
+  let known
+  return () => (known ??= readCmdline(1).includes("/bench/worker.mjs"))
+})()
+
+/** This process and its ancestors up to PID 1: the bench itself, never a survivor. */
+const ownLine = () => {
+  const own = new Set([process.pid, 1])
+  for (let p = readStat(process.pid); p !== undefined && p.ppid > 1 && !own.has(p.ppid); p = readStat(p.ppid)) own.add(p.ppid)
+  return own
+}
+
 /**
  * Live processes of a workload: members of its groups or sessions, and anything
  * carrying its marker (which also catches processes that left the group, and
- * workloads a peer did not start in a group of their own).
+ * workloads a peer did not start in a group of their own). With `everywhere`
+ * (inside a batch namespace only), also every other live process in the
+ * namespace that is not the bench's own: what escaped the group, the session
+ * and the marker (`setsid env -i ...`) counts too. Processes in the `exempt`
+ * groups (idle background load the bench started) never count.
  */
-export const liveMembers = ({ marker, groups = [] }) => {
+export const liveMembers = ({ marker, groups = [], exempt = [], everywhere = false }) => {
   const ids = new Set(groups)
+  const skip = new Set(exempt)
+  const wide = everywhere && inBatchNamespace()
+  const own = wide ? ownLine() : new Set([process.pid])
   return scan().filter((p) =>
-    p.pid !== process.pid && !isGone(p) && (ids.has(p.pgid) || ids.has(p.sid) || carries(p.pid, marker))
+    !own.has(p.pid) && !isGone(p) && !skip.has(p.pgid) &&
+    (wide || ids.has(p.pgid) || ids.has(p.sid) || carries(p.pid, marker))
   )
+}
+
+/**
+ * Starts `count` idle `sleep 1000`s under one `sh`, in a process group (and
+ * session) of their own, and resolves once all are alive. `stop()` SIGKILLs
+ * the group; whatever it misses dies with the batch's namespace.
+ */
+export const startIdle = async (count, timeoutMs = 60_000) => {
+  const { spawn } = await import("node:child_process")
+  const child = spawn("sh", ["-c", `i=0; while [ $i -lt ${count} ]; do sleep 1000 & i=$((i+1)); done; wait`], {
+    detached: true,
+    stdio: "ignore"
+  })
+  await new Promise((resolve, reject) => child.once("spawn", resolve).once("error", reject))
+  const pgid = child.pid
+  const alive = () => scan().filter((p) => p.pgid === pgid && !isGone(p)).length
+  const stop = async () => {
+    const deadline = performance.now() + 5000
+    while (alive() > 0 && performance.now() < deadline) {
+      signal(-pgid, "SIGKILL")
+      await sleep(10)
+    }
+  }
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    const live = alive()
+    if (live >= count + 1) return { pgid, count, stop }
+    if (performance.now() > deadline) {
+      await stop()
+      throw new Error(`only ${live} of ${count + 1} idle processes came up in ${timeoutMs} ms`)
+    }
+    await sleep(50)
+  }
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -34,7 +34,9 @@ const limitsOf = (m, limits) =>
 
 const layerOf = (m, { crashSafety, stateDir, limits = {}, tools }) => {
   const base = m.Layer.merge(m.Limits.layerWith(limitsOf(m, limits)), m.ProcessTable.layer)
-  const registry = m.ShellRegistry.layer({ name: "bench", crashSafety, stateDir }).pipe(m.Layer.provideMerge(base))
+  // the default containment (auto: cgroup v2 where it works, else procScan), as `ShellRegistry.layerConfig` has it
+  const contained = m.Containment.layer().pipe(m.Layer.provideMerge(base))
+  const registry = m.ShellRegistry.layer({ name: "bench", crashSafety, stateDir }).pipe(m.Layer.provideMerge(contained))
   // the tools' handlers are built per caller on top of this runtime (see toolCaller)
   return tools ? m.Layer.merge(registry, m.PermissionGate.layer) : registry
 }

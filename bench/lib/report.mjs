@@ -4,12 +4,21 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { barChart } from "./chart.mjs"
 import { HANG_MARGIN_MS, SETTLE_MS } from "./measure.mjs"
+import { CORRAL_BACKENDS } from "./peers.mjs"
+import { baseId } from "./summary.mjs"
 
 export const IMPL_ORDER = ["corral", "lower-bound", "opencode-pr", "effect-command", "execa", "tree-kill"]
 
+/**
+ * The columns of every table: corral under its default containment, corral
+ * under each other backend (the `<id>@<backend>` results, folded into the
+ * row of `<id>`), then the peers.
+ */
+const COLUMNS = ["corral", ...CORRAL_BACKENDS.map((b) => `corral@${b}`), ...IMPL_ORDER.slice(1)]
+
 const IMPLS = {
   corral:
-    "In the `stop.*` scenarios, `ProcessGroup.spawn` and `group.stop()`: SIGTERM and SIGCONT to every group of the session, a zombie-aware `/proc` wait up to the grace (re-reading the known members, waking on the leader's exit), then SIGKILL every 10 ms for at most 1 s. In the registry scenarios, `ShellRegistry` as users run it, crash safety on (watcher process, journal in a temporary state directory): `registry.start` and `registry.kill`; `stopall.200` releases the registry layer, whose shutdown stops every shell with one shared scan per tick; ingest goes through a registry shell's `OutputBuffer`; reads call `bash_output` through the `ShellTools` toolkit.",
+    "In the `stop.*` scenarios, `ProcessGroup.spawn` and `group.stop()` under `Containment.layer(\"auto\")`, which picks the cgroup backend where a writable cgroup v2 hierarchy is there (as root here; the column header names the backend the runs reported): each shell runs in a cgroup of its own, joined before its command is exec'd, so membership is exact (`cgroup.procs`) and the kill is `cgroup.kill`. The stop is the same for every backend: SIGTERM and SIGCONT to every member, a zombie-aware wait up to the grace (re-reading the known members, waking on the leader's exit), then a kill every 10 ms for at most 1 s. The `corral (procScan)` column is the `<id>@procScan` result: the same scenario under `Containment.layer(\"procScan\")`, where membership is the process group, the session, the `CORRAL_SHELL_ID` tag chain and the descendant tree, found by scanning `/proc`, and the kill freezes before it strikes. In the registry scenarios, `ShellRegistry` as users run it, crash safety on (watcher process, journal in a temporary state directory): `registry.start` and `registry.kill`; `stopall.200` releases the registry layer, whose shutdown stops every shell with one shared scan per tick; ingest goes through a registry shell's `OutputBuffer`; reads call `bash_output` through the `ShellTools` toolkit.",
   "lower-bound":
     "Raw `child_process.spawn` with `detached: true`, `process.kill(-pgid, \"SIGTERM\")`, then the leader's `exit` event; nothing checks the rest of the group. If the leader ignores SIGTERM, one group SIGKILL at the end of the grace. For output, a raw pipe drain (`stdout.on(\"data\")`); for reads, one decode of a contiguous buffer.",
   "opencode-pr":
@@ -33,8 +42,11 @@ const FAMILIES = [
 export const HEADLINE = [
   "stop.obedient.50.reaping",
   "stop.obedient.50.zombie-init",
+  "stop.obedient.50.busy1000",
   "stop.stubborn.grace200",
   "stop.forker.1000",
+  "stop.escaper",
+  "stop.hopper",
   "stopall.200",
   "start.background",
   "ingest.1gib"
@@ -45,21 +57,54 @@ const num = (v) => {
   return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2)
 }
 
-const figureOf = (result, impl) => (impl === "corral" ? result.corral : result.peers?.[impl])
+/** For a `corral@<backend>` column, the `<id>@<backend>` result folded into this row (see withBackends). */
+const variantOf = (result, impl) => (impl.startsWith("corral@") ? result.backends?.[impl.slice("corral@".length)] : undefined)
+
+const figureOf = (result, impl) =>
+  impl.startsWith("corral@") ? variantOf(result, impl)?.corral : impl === "corral" ? result.corral : result.peers?.[impl]
 
 /** Why an implementation has no figure in a result, if it has none. */
-const missing = (result, impl) =>
-  result.failed?.[impl] !== undefined
+const missing = (result, impl) => {
+  if (impl.startsWith("corral@")) {
+    const variant = variantOf(result, impl)
+    return variant === undefined ? undefined : missing(variant, "corral")
+  }
+  return result.failed?.[impl] !== undefined
     ? `✗ failed: ${result.failed[impl]}`
     : result.skipped?.[impl] !== undefined
     ? `not run: ${result.skipped[impl]}`
     : undefined
+}
 
-const missingShort = (result, impl) => (result.failed?.[impl] !== undefined ? "failed" : "not run")
+const missingShort = (result, impl) =>
+  (impl.startsWith("corral@") ? variantOf(result, impl)?.failed?.corral : result.failed?.[impl]) !== undefined ? "failed" : "not run"
+
+/**
+ * One row per scenario: each `<id>@<backend>` result (corral alone, under
+ * another containment backend) becomes the `corral@<backend>` column of the
+ * `<id>` row. A variant whose plain id is not in the results keeps a row.
+ */
+const withBackends = (results) => {
+  const ids = new Set(results.map((r) => r.id))
+  const isVariant = (r) => baseId(r.id) !== r.id && ids.has(baseId(r.id))
+  const variants = results.filter(isVariant)
+  return results.filter((r) => !isVariant(r)).map((r) => {
+    const mine = variants.filter((v) => baseId(v.id) === r.id)
+    return mine.length === 0 ? r : { ...r, backends: Object.fromEntries(mine.map((v) => [v.id.slice(r.id.length + 1), v])) }
+  })
+}
+
+/** A column's header: corral's names the backend its runs reported. */
+const columnName = (impl, results) => {
+  if (impl.startsWith("corral@")) return `corral (${impl.slice("corral@".length)})`
+  if (impl !== "corral") return impl
+  const used = [...new Set(results.map((r) => r.corral?.containment).filter(Boolean))]
+  return used.length === 0 ? "corral" : `corral (${used.join(", ")})`
+}
 
 const hasColumn = (result, impl) => figureOf(result, impl) !== undefined || missing(result, impl) !== undefined
 
-const implsOf = (results) => IMPL_ORDER.filter((impl) => results.some((r) => hasColumn(r, impl)))
+const implsOf = (results) => COLUMNS.filter((impl) => results.some((r) => hasColumn(r, impl)))
 
 /** What went wrong in a figure, in the words the tables use. */
 const warnings = (f) => {
@@ -96,20 +141,31 @@ const shortCell = (result, impl) => {
 const table = (header, rows) =>
   [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
 
-const chartFor = (result) =>
+/**
+ * One chart per corral backend: `<id>.svg` has corral under its default
+ * containment, `<id>@<backend>.svg` corral under that backend; both have the
+ * same peers (measured once, in the `<id>` batches).
+ */
+const chartsFor = (result) => [
+  { id: result.id, corral: "corral" },
+  ...Object.keys(result.backends ?? {}).map((backend) => ({ id: `${result.id}@${backend}`, corral: `corral@${backend}` }))
+].map(({ id, corral }) => ({ id, svg: chartFor(result, id, [corral, ...IMPL_ORDER.slice(1)]) }))
+
+const chartFor = (result, title, impls) =>
   barChart({
-    title: result.id,
+    title,
     unit: `${result.unit}, ${result.better ?? "lower"} is better`,
-    rows: IMPL_ORDER.filter((impl) => hasColumn(result, impl)).map((impl) => {
+    rows: impls.filter((impl) => hasColumn(result, impl)).map((impl) => {
+      const label = impl.startsWith("corral") ? columnName(impl, [result]) : impl
       const f = figureOf(result, impl)
-      if (f === undefined) return { label: impl, text: missingShort(result, impl), warn: true }
+      if (f === undefined) return { label, text: missingShort(result, impl), warn: true }
       const warn = chartWarnings(f)
       return {
-        label: impl,
+        label,
         median: f.median,
         min: f.min,
         max: f.max,
-        highlight: impl === "corral",
+        highlight: impl.startsWith("corral"),
         warn: warn.length > 0,
         text: [`${num(f.median)} ${result.unit}`, ...warn].join(", ")
       }
@@ -129,8 +185,15 @@ const familySection = (family, results) => {
   const rows = mine.map((r) => [`\`${r.id}\``, ...impls.map((impl) => cell(r, impl))])
   const details = mine.map((r) => `- \`${r.id}\`: ${[r.workload, ...detailsOf(r)].join("; ")}.`)
   const extras = extraTables(mine, impls)
-  const charts = mine.map((r) => `![${r.id}](bench/${r.id}.svg)`)
-  return [`## ${family.title}`, "", table(["Scenario", ...impls], rows), "", ...details, "", ...extras, ...charts, ""]
+  const backends = impls.filter((impl) => impl.startsWith("corral@"))
+  const intro = backends.length === 0 ? [] : [
+    `Each row is measured for corral once per containment backend: \`${columnName("corral", mine)}\` is the default (\`Containment.layer("auto")\`) under the plain id, ${
+      backends.map((b) => `\`${columnName(b, mine)}\` is the \`<id>${b.slice("corral".length)}\` result`).join(", ")
+    }. The peers have no backend and are measured once; each scenario has one chart per backend, with the same peers.`,
+    ""
+  ]
+  const charts = mine.flatMap(chartsFor).map(({ id }) => `![${id}](bench/${id}.svg)`)
+  return [`## ${family.title}`, "", ...intro, table(["Scenario", ...impls.map((impl) => columnName(impl, mine))], rows), "", ...details, "", ...extras, ...charts, ""]
 }
 
 const detailsOf = (r) => {
@@ -138,6 +201,9 @@ const detailsOf = (r) => {
   if (r.grace !== undefined) out.push(`grace ${r.grace} ms`)
   if (r.ratio !== undefined) out.push(`corral is ${r.ratio}x ${r.ratioTo}`)
   if (r.reference !== undefined && r.reference.met !== null) out.push(`against the lower bound's own \`${r.id}\`: ${r.reference.measured}`)
+  for (const [backend, v] of Object.entries(r.backends ?? {})) {
+    if (v.ratio !== undefined) out.push(`corral under ${backend} is ${v.ratio}x ${v.ratioTo}`)
+  }
   const peerRatios = Object.entries(r.peers).filter(([, p]) => p.ratio !== undefined)
   if (peerRatios.length > 0) {
     out.push(`each peer against its own \`${r.ratioTo}\`: ${peerRatios.map(([impl, p]) => `${impl} ${p.ratio}x`).join(", ")}`)
@@ -167,7 +233,7 @@ const extraTables = (results, impls) =>
       const v = figureOf(r, impl)?.[key]
       return v === undefined ? "n/a" : extraValue(v)
     })])
-    return [`${title}:`, "", table(["Scenario", ...columns], rows), ""]
+    return [`${title}:`, "", table(["Scenario", ...columns.map((impl) => columnName(impl, withKey))], rows), ""]
   })
 
 /** A partial run (--only, --impl) keeps older figures: say which ones are fresh. */
@@ -195,7 +261,7 @@ export const renderMarkdown = (data, { command, wallSeconds }) =>
     "",
     table(["Scenario", "Target", "corral measured", "Verdict"], targetRows(data.results)),
     "",
-    ...FAMILIES.flatMap((f) => familySection(f, data.results)),
+    ...FAMILIES.flatMap((f) => familySection(f, withBackends(data.results))),
     "## How it is measured",
     "",
     "Every (scenario, implementation) batch runs in a worker process inside a PID namespace of its own (`unshare --pid --fork --mount-proc`), so nothing a run orphans can outlive the batch. Two kinds of PID 1:",
@@ -203,7 +269,7 @@ export const renderMarkdown = (data, { command, wallSeconds }) =>
     "- **zombie-init**: the worker (Node) is PID 1 of the namespace. libuv waits only for children Node spawned itself, so every orphan that dies stays a zombie, as under Node-as-PID-1 containers and on the machines corral is developed on. The zombies of a batch's earlier runs stay in the table for its later runs, as they would under such an init.",
     "- **reaping**: bash is PID 1 and runs the worker as its child (`bash -c '\"$@\"; exit $?'`). While waiting for it bash calls `waitpid(-1)`, which reaps adopted orphans too; this was checked before choosing it over installing tini.",
     "",
-    "A stop's time runs from the stop call until the implementation's own promise or effect settles. Right after that, the bench reads `/proc` itself (not through corral) and counts live processes of the workload: members of its group or session, and any process carrying the run's `BENCH_MARKER` environment variable. Zombies count as gone. `clean` in `latest.json` means nothing was alive at that moment in any run. Each stop batch first stops one `sleep`, unmeasured, to warm up; the other batches start with an unmeasured round of their own. A stop that hangs is recorded once, not repeated.",
+    "A stop's time runs from the stop call until the implementation's own promise or effect settles. Right after that, the bench reads `/proc` itself (not through corral) and counts live processes of the workload. In the `stop.*` scenarios that is every live process in the batch's namespace except the bench's own (the worker and PID 1) and, in the `busy1000` scenarios, the 1000 idle `sleep`s it started beforehand in a group and session of their own (killed when the batch ends, and in any case with its namespace): so a process that left the group and the session and dropped its environment (`stop.escaper`) or whose pid keeps changing (`stop.hopper`) still counts. Elsewhere it is the members of the workload's group or session, and any process carrying the run's `BENCH_MARKER` environment variable. Zombies count as gone. `clean` in `latest.json` means nothing was alive at that moment in any run. Each stop batch first stops one `sleep`, unmeasured, to warm up; the other batches start with an unmeasured round of their own. A stop that hangs is recorded once, not repeated.",
     "",
     "Registry batches load corral's registry and tools before measuring any implementation, so every spawn is measured from an equally large process. corral's registry keeps the default limits (16 shells, 256 KiB per buffer, 3 s grace) except in `stopall.200`, where the cap is raised to 200. `mem.idle-shell` runs each sample in a fresh worker process (in the batch's namespace) that has stopped nothing yet: a stop leaves garbage whose pages the allocator returns at unpredictable times, which made RSS shrink while shells were added. Each sample starts and keeps one unmeasured shell first (loading and JIT), then reads RSS and the V8 heap after forced GCs, starts 16 shells (the registry's default cap, raised to 17 there for the warm-up shell) and reads them again. RSS moves in whole allocator pages, so it stays noisy; the V8 heap table beside it is steadier. Ingest counts a registry shell's bytes once the shell has ended, from a read by a reader that never read before (what it gets plus what it missed).",
     "",
@@ -214,10 +280,11 @@ export const renderMarkdown = (data, { command, wallSeconds }) =>
   ].join("\n")
 
 export const renderHeadline = (data) => {
-  const rows = HEADLINE.map((id) => data.results.find((r) => r.id === id)).filter(Boolean)
+  const views = withBackends(data.results)
+  const rows = HEADLINE.map((id) => views.find((r) => r.id === id)).filter(Boolean)
   const impls = implsOf(rows)
   return [
-    table(["Scenario", ...impls], rows.map((r) => [`\`${r.id}\``, ...impls.map((impl) => shortCell(r, impl))])),
+    table(["Scenario", ...impls.map((impl) => columnName(impl, rows))], rows.map((r) => [`\`${r.id}\``, ...impls.map((impl) => shortCell(r, impl))])),
     "",
     `Medians from \`bench/results/latest.json\` (${data.generatedAt}); "not run" was skipped by \`--quick\`, "n/a" does not apply. Details, ranges and charts in [docs/benchmarks.md](docs/benchmarks.md).`,
     ""
@@ -227,7 +294,9 @@ export const renderHeadline = (data) => {
 export const writeReports = (root, data, meta) => {
   const chartDir = path.join(root, "docs", "bench")
   fs.mkdirSync(chartDir, { recursive: true })
-  for (const r of data.results) fs.writeFileSync(path.join(chartDir, `${r.id}.svg`), chartFor(r))
+  for (const r of withBackends(data.results)) {
+    for (const { id, svg } of chartsFor(r)) fs.writeFileSync(path.join(chartDir, `${id}.svg`), svg)
+  }
   fs.writeFileSync(path.join(root, "docs", "benchmarks.md"), renderMarkdown(data, meta))
   fs.writeFileSync(path.join(root, "bench", "results", "headline.md"), renderHeadline(data))
 }

@@ -9,14 +9,20 @@ const median = (values) => {
 
 const range = (values) => ({ median: round(median(values)), min: round(Math.min(...values)), max: round(Math.max(...values)) })
 
-const reducers = { max: (vs) => round(Math.max(...vs)), median: (vs) => round(median(vs)), range }
+const reducers = {
+  max: (vs) => round(Math.max(...vs)),
+  median: (vs) => round(median(vs)),
+  range,
+  // a label every sample carries (corral's containment backend): the distinct values, in order
+  distinct: (vs) => [...new Set(vs)].join("+")
+}
 
 /**
  * median/min/max of the samples' values, `clean` when every run left nothing
  * alive, plus what went wrong when something did: the most processes alive when
  * the stop returned, the most still alive a moment later, and whether it hung.
  * `extras` names further sample fields and how to reduce them ("max",
- * "median", or "range" for median, min and max); a field no sample carries
+ * "median", "range" for median, min and max, or "distinct" for labels); a field no sample carries
  * (another implementation's figure) is left out.
  */
 export const summarize = (samples, extras = {}) => {
@@ -39,6 +45,9 @@ export const summarize = (samples, extras = {}) => {
   }
   return out
 }
+
+/** The plain id of a `<id>@<backend>` result (corral under another containment backend). */
+export const baseId = (id) => id.replace(/@[^@]*$/, "")
 
 const figure = (result, impl) => (impl === "corral" ? result.corral : result.peers[impl])
 
@@ -64,7 +73,8 @@ export const evaluate = (results) => {
       }
     } else {
       r.ratioTo = "lower-bound"
-      setRatio(r, ratioOf(r.corral, r.peers["lower-bound"]))
+      // a `@<backend>` result measures corral alone: its yardstick is the lower bound of the plain id
+      setRatio(r, ratioOf(r.corral, r.peers["lower-bound"] ?? byId.get(baseId(r.id))?.peers["lower-bound"]))
     }
     delete r.reference
     if (rule === undefined || r.corral === undefined) continue
@@ -100,7 +110,7 @@ const targets = [
     check: (r) => verdict(r.ratio <= 2 && r.corral.clean, `${r.ratio}x${r.corral.clean ? "" : ", not clean"}`)
   },
   {
-    match: (id) => id === "stop.stubborn.grace200",
+    match: (id) => baseId(id) === "stop.stubborn.grace200",
     text: "within grace + 30 ms (230 ms), group empty",
     check: (r) => verdict(r.corral.median <= 230 && r.corral.clean, `${r.corral.median} ms${r.corral.clean ? ", empty" : ", not empty"}`)
   },
@@ -137,4 +147,5 @@ const targets = [
   }
 ]
 
+/** The targets hold corral under every backend: `<id>@procScan` is held to `<id>`'s. */
 const targetFor = (id) => targets.find((t) => t.match(id))
