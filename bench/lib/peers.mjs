@@ -209,7 +209,7 @@ export const peers = {
 export const STOP_PEERS = Object.keys(peers)
 
 /** Backends a scenario may name for corral besides the default; its id then ends in `@<backend>`. */
-export const CORRAL_BACKENDS = ["procScan"]
+export const CORRAL_BACKENDS = ["pidns", "procScan"]
 
 const backendPeers = new Map()
 /** corral under one containment backend ("auto" is the `corral` peer). */

@@ -3,8 +3,8 @@
 // namespace counts, not only the group's (see measureStop's `everywhere`).
 //
 // Every scenario runs twice for corral: under the default containment (auto:
-// cgroup v2 where it works, as root) with the plain id, and under procScan
-// with the id suffixed `@procScan` (corral only: the peers have no backend).
+// cgroup v2 where it works, as root) with the plain id, and under pidns and
+// procScan with the id suffixed `@pidns` or `@procScan` (corral only: the peers have no backend).
 import { measureStop } from "../lib/measure.mjs"
 import { CORRAL_BACKENDS, corralWith, peers, STOP_PEERS } from "../lib/peers.mjs"
 import { startIdle } from "../lib/proc.mjs"
