@@ -4,6 +4,7 @@
  * /proc read directly to see what is left running.
  */
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -44,6 +45,20 @@ const untilStatus = (dir: string, id: string, status: string) =>
 const socketRows = (socket: string) => fs.readFileSync("/proc/net/unix", "utf8").split("\n").filter((l) => l.endsWith(` ${socket}`)).length
 
 const tagsOf = (s: SupervisorProcess) => `${s.pid}:`
+
+const rssMiB = (pid: number) => Number(/^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024
+
+/** Asks to follow a shell's output, then never reads: the connection closes with the scope. */
+const stalledFollower = (socket: string, id: string) =>
+  Effect.acquireRelease(
+    Effect.async<net.Socket>((resume) => {
+      const connection = net.connect(socket, () => {
+        connection.pause()
+        connection.write(`GET /v1/shells/${id}/follow HTTP/1.1\r\nHost: corral\r\n\r\n`, () => resume(Effect.succeed(connection)))
+      })
+    }),
+    (connection) => Effect.sync(() => connection.destroy())
+  )
 
 supervising("corral ls, show, logs and stop across supervisors", () => {
   it.scopedLive("ls shows every supervisor's shells in one table, with the glyph grammar and no colour when piped", () =>
@@ -128,6 +143,31 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
         const cut = yield* piped(dir, args, reader)
         expect({ args, code: cut.code, stderr: cut.stderr }).toEqual({ args, code: 0, stderr: "" })
       }
+    }))
+
+  it.scopedLive("followers that never read cost the supervisor no memory, also once they left; one that pauses skips ahead and is told how much", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const a = yield* supervisor(dir, "agent-a", ["yes"])
+      const samples = (seconds: number) =>
+        Effect.forEach(Array.from({ length: seconds * 4 }), () => Effect.zipLeft(Effect.sync(() => rssMiB(a.pid)), Effect.sleep(250)))
+      // once the flood has filled the buffer: the resting size
+      yield* Effect.sleep(1_000)
+      const baseline = Math.max(...(yield* samples(1)))
+      const stalled = yield* Effect.scoped(Effect.gen(function*() {
+        for (let i = 0; i < 4; i++) yield* stalledFollower(a.socket, "s1")
+        return yield* samples(8)
+      }))
+      const after = yield* samples(4)
+      const growth = (mib: ReadonlyArray<number>) => Math.round(Math.max(...mib) - baseline)
+      console.log(`supervisor RSS ${Math.round(baseline)} MiB; with 4 stalled followers +${growth(stalled)} MiB, after they left +${growth(after)} MiB`)
+      expect(growth(stalled)).toBeLessThan(64)
+      expect(growth(after)).toBeLessThan(64)
+
+      // a follower that pauses is told how much it skipped
+      const paused = yield* piped(dir, ["logs", "-f", a.id(1)], "{ sleep 2; head -c 4000000; } | grep -m 1 'bytes skipped here'")
+      expect(paused).toMatchObject({ code: 0, stderr: "" })
+      expect(paused.read).toMatch(/^--- corral: \d+ bytes skipped here: this reader fell behind the output ---\n$/)
     }))
 
   it.scopedLive("a stop interrupted by Ctrl-C still runs to its end; the shell does not wedge in Stopping", () =>

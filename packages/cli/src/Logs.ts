@@ -16,7 +16,9 @@ stderr as they interleaved. ID is <supervisor pid>:<shell id> as
 
 options:
   -f, --follow  then print new output as it comes, until the shell's output
-                ends (it exited, or was stopped); Ctrl-C stops following
+                ends (it exited, or was stopped); Ctrl-C stops following.
+                A reader that falls further behind than the supervisor
+                retains skips ahead, at a line saying how many bytes
   -h, --help    print this help
 `
 

@@ -123,27 +123,28 @@ const readAll = (id: string) =>
     Effect.catchTags({ InvalidPattern: Effect.die, InvalidOption: Effect.die })
   )
 
-/** Bytes of `chunk` at or after the absolute offset `from`. */
-const bytesFrom = (chunk: OutputChunk, from: number): Option.Option<Uint8Array> => {
-  const end = chunk.offset + chunk.bytes.length
-  if (end <= from) return Option.none()
-  return Option.some(chunk.offset >= from ? chunk.bytes : chunk.bytes.subarray(from - chunk.offset))
-}
+const skipped = (bytes: number) =>
+  new Uint8Array(Buffer.from(`\n--- corral: ${bytes} bytes skipped here: this reader fell behind the output ---\n`))
 
 /**
- * The retained output, then live output until the shell's output ends.
- * Subscribing before reading what is retained means no byte is missed; the
- * live chunks that were already read are cut at the retained output's end.
+ * The retained output, then live output until the shell's output ends. It is
+ * read from the shell's buffer as the connection takes it, so a follower that
+ * stops reading holds no output in the supervisor; one that falls more than
+ * the buffer behind skips what was dropped meanwhile, and is told how much.
  */
 const followOutput = (id: string) =>
-  Stream.unwrapScoped(Effect.gen(function*() {
-    const registry = yield* ShellRegistry
-    const live = yield* registry.follow(id)
-    const retained = yield* readAll(id)
-    const seen = retained.dropped + Buffer.byteLength(retained.text)
-    const first = retained.text === "" ? Stream.empty : Stream.make(new Uint8Array(Buffer.from(retained.text)))
-    return Stream.concat(first, Stream.filterMap(live, (chunk) => bytesFrom(chunk, seen)))
-  }))
+  Stream.unwrap(Effect.map(
+    Effect.flatMap(ShellRegistry, (registry) => registry.follow(id, { retained: true })),
+    (chunks) =>
+      chunks.pipe(
+        // the first chunk is where the retained output begins: no skip before it
+        Stream.mapAccum(undefined as number | undefined, (next, chunk: OutputChunk) => {
+          const gap = next === undefined ? 0 : chunk.offset - next
+          return [chunk.offset + chunk.bytes.length, gap > 0 ? [skipped(gap), chunk.bytes] : [chunk.bytes]] as const
+        }),
+        Stream.flattenIterables
+      )
+  ))
 
 const stopShell = (id: string) =>
   Effect.gen(function*() {

@@ -4,8 +4,11 @@
  * Positions are absolute byte offsets since the shell started, so a reader's
  * cursor stays valid however much was dropped in between.
  */
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
@@ -38,11 +41,23 @@ export interface OutputBuffer {
   readonly chunks: Effect.Effect<ReadonlyArray<OutputChunk>>
   /** Total bytes ever appended, and bytes dropped so far. */
   readonly stats: Effect.Effect<{ readonly written: number; readonly dropped: number }>
-  /** New chunks as they arrive. Ends when `end` is called. */
+  /** New chunks as they arrive, every one however far the reader falls behind. Ends when `end` is called. */
   readonly live: Effect.Effect<Stream.Stream<OutputChunk>, never, Scope.Scope>
+  /**
+   * The output from the absolute offset `from` (at the earliest, the oldest
+   * retained byte), then new output until `end`. Read from the ring as the
+   * reader pulls, at most `followBatchBytes` at a time: the reader holds no
+   * bytes of its own, so one that stalls costs nothing. One that falls more
+   * than `capacity` behind skips what was dropped meanwhile: the next chunk's
+   * offset jumps by that much.
+   */
+  readonly follow: (from: number) => Stream.Stream<OutputChunk>
   /** Marks the output as complete: live streams end. */
   readonly end: Effect.Effect<void>
 }
+
+/** What one pull of `follow` gives at most (more only when a single chunk is bigger). */
+export const followBatchBytes = 64 * 1024
 
 const isContinuation = (b: number) => (b & 0xc0) === 0x80
 
@@ -57,13 +72,15 @@ const completeLength = (bytes: Uint8Array) => {
 }
 
 export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
-  Effect.map(PubSub.unbounded<OutputChunk | null>(), (hub) => {
+  // `wake` keeps only its newest message: a reader that stalls holds one at most
+  Effect.map(Effect.all([PubSub.unbounded<OutputChunk | null>(), PubSub.sliding<void>(1)]), ([hub, wake]) => {
     const ring: Array<OutputChunk> = []
     let head = 0 // index of the oldest chunk in `ring`
     let start = 0 // absolute offset of the oldest retained byte
     let end = 0 // absolute offset after the newest byte
     let ended = false
     let subscribers = 0 // publishing costs, so only when someone listens
+    let followers = 0
 
     const dropTo = (target: number) => {
       while (head < ring.length && ring[head]!.offset + ring[head]!.bytes.length <= target) head++
@@ -91,7 +108,48 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       end += bytes.length
       if (end - start > capacity) dropTo(end - capacity)
       if (subscribers > 0) Effect.runSync(PubSub.publish(hub, chunk))
+      if (followers > 0) Effect.runSync(PubSub.publish(wake, undefined))
     }
+
+    /** Index in `ring` of the chunk holding the absolute offset `at` (chunks are in offset order). */
+    const indexOf = (at: number) => {
+      let lo = head
+      let hi = ring.length
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (ring[mid]!.offset + ring[mid]!.bytes.length <= at) lo = mid + 1
+        else hi = mid
+      }
+      return lo
+    }
+
+    /** Retained chunks from `from` on, up to about `followBatchBytes`. */
+    const batchFrom = (from: number): Array<OutputChunk> => {
+      const batch: Array<OutputChunk> = []
+      let bytes = 0
+      for (let i = indexOf(from); i < ring.length && bytes < followBatchBytes; i++) {
+        const c = ring[i]!
+        batch.push(c.offset < from ? { ...c, offset: from, bytes: c.bytes.subarray(from - c.offset) } : c)
+        bytes += c.bytes.length
+      }
+      return batch
+    }
+
+    const follow = (from: number): Stream.Stream<OutputChunk> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        yield* Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
+        // subscribed before the ring is first read: an append in between still wakes the reader
+        const woken = yield* PubSub.subscribe(wake)
+        const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
+          Effect.suspend(() => {
+            const batch = batchFrom(Math.max(cursor, start))
+            const last = batch.at(-1)
+            if (last !== undefined) return Effect.succeedSome([Chunk.unsafeFromArray(batch), last.offset + last.bytes.length] as const)
+            if (ended) return Effect.succeedNone
+            return Effect.zipRight(Queue.take(woken), pull(cursor))
+          })
+        return Stream.unfoldChunkEffect(from, pull)
+      }))
 
     const bytesFrom = (from: number): Uint8Array => {
       const parts: Array<Uint8Array> = []
@@ -145,10 +203,11 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
             Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
           )
       ),
+      follow,
       end: Effect.suspend(() => {
         if (ended) return Effect.void
         ended = true
-        return PubSub.publish(hub, null)
+        return Effect.zipRight(PubSub.publish(hub, null), PubSub.publish(wake, undefined))
       })
     }
   })

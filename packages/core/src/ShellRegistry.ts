@@ -157,8 +157,14 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
   readonly kill: (id: string, options: { readonly owner: string }) => Effect.Effect<StopReport, UnknownShell | NotOwner>
   readonly info: (id: string) => Effect.Effect<ShellInfo, UnknownShell>
   readonly list: Effect.Effect<ReadonlyArray<ShellInfo>>
-  /** Live chunks of one shell's output, ending when its output ends. */
-  readonly follow: (id: string) => Effect.Effect<Stream.Stream<OutputChunk>, UnknownShell, Scope.Scope>
+  /**
+   * One shell's output as it arrives (with `retained`, from its oldest
+   * retained byte), ending when its output ends. Read from the shell's buffer
+   * as the stream is pulled, so a reader that stalls holds no output; one that
+   * falls more than the buffer behind skips what was dropped meanwhile, and
+   * the next chunk's offset jumps by that much.
+   */
+  readonly follow: (id: string, options?: { readonly retained?: boolean }) => Effect.Effect<Stream.Stream<OutputChunk>, UnknownShell>
   /** Lifecycle events; each subscriber sees each shell's events in order. */
   readonly events: Stream.Stream<ShellEvent>
   /** Subscribes now, so no event after this point is missed. */
@@ -403,7 +409,9 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     kill,
     info: (id) => Effect.flatMap(lookup(id), infoOf),
     list: Effect.suspend(() => Effect.forEach(shells.values(), infoOf)),
-    follow: (id) => Effect.flatMap(lookup(id), (shell) => shell.group.output.live),
+    follow: (id, followOptions = {}) =>
+      Effect.flatMap(lookup(id), ({ group: { output } }) =>
+        Effect.map(output.stats, ({ written }) => output.follow(followOptions.retained === true ? 0 : written))),
     events: Stream.fromPubSub(hub),
     subscribe: Effect.map(PubSub.subscribe(hub), Stream.fromQueue),
     guard: (group) =>

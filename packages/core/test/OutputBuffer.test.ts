@@ -3,6 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 
 const bytes = (text: string) => new TextEncoder().encode(text)
@@ -239,5 +240,61 @@ describe("OutputBuffer chunks and live", () => {
       buffer.append("stdout", bytes("late\n"))
       expect(Chunk.toReadonlyArray(yield* Stream.runCollect(yield* buffer.live))).toEqual([])
       expect((yield* buffer.readSince(0)).text).toBe("kept\n")
+    }))
+})
+
+describe("OutputBuffer.follow", () => {
+  const text = (chunks: ReadonlyArray<OutputBuffer.OutputChunk>) => chunks.map((c) => decode(c.bytes)).join("")
+  const contiguous = (chunks: ReadonlyArray<OutputBuffer.OutputChunk>) =>
+    chunks.every((c, i) => i === 0 || c.offset === chunks[i - 1]!.offset + chunks[i - 1]!.bytes.length)
+
+  it.effect("gives the output from an offset, then what arrives, and ends after `end`", () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(100)
+      buffer.append("stdout", bytes("abc"))
+      buffer.append("stderr", bytes("def"))
+      const following = yield* Effect.fork(Stream.runCollect(buffer.follow(1)))
+      yield* Effect.yieldNow()
+      buffer.append("stdout", bytes("ghi"))
+      yield* buffer.end
+      const chunks = Chunk.toReadonlyArray(yield* Fiber.join(following))
+      expect(text(chunks)).toBe("bcdefghi")
+      expect(chunks[0]!.offset).toBe(1)
+      expect(contiguous(chunks)).toBe(true)
+      expect(chunks.map((c) => c.stream)).toEqual(["stdout", "stderr", "stdout"])
+    }))
+
+  it.effect("waits for new output while it has read everything", () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(100)
+      const pull = yield* Stream.toPull(buffer.follow(0))
+      const waiting = yield* Effect.fork(pull)
+      yield* Effect.yieldNow()
+      expect(yield* Fiber.poll(waiting)).toEqual(Option.none())
+      buffer.append("stdout", bytes("late"))
+      expect(text(Chunk.toReadonlyArray(yield* Fiber.join(waiting)))).toBe("late")
+    }).pipe(Effect.scoped))
+
+  it.effect("a reader that stops pulling holds nothing: it skips what was dropped meanwhile, the offset says how much", () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(10)
+      buffer.append("stdout", bytes("aaaa"))
+      const pull = yield* Stream.toPull(buffer.follow(0))
+      expect(Chunk.toReadonlyArray(yield* pull).map((c) => [c.offset, decode(c.bytes)])).toEqual([[0, "aaaa"]])
+      for (const letter of ["b", "c", "d"]) buffer.append("stdout", bytes(letter.repeat(10)))
+      expect(Chunk.toReadonlyArray(yield* pull).map((c) => [c.offset, decode(c.bytes)])).toEqual([[24, "dddddddddd"]])
+      yield* buffer.end
+      expect(yield* Effect.flip(pull)).toEqual(Option.none())
+    }).pipe(Effect.scoped))
+
+  it.effect(`gives at most ${OutputBuffer.followBatchBytes} bytes a pull`, () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(1024 * 1024)
+      for (let i = 0; i < 32; i++) buffer.append("stdout", new Uint8Array(8 * 1024).fill(0x61 + (i % 26)))
+      yield* buffer.end
+      const pulls = yield* Stream.runCollect(Stream.mapChunks(buffer.follow(0), (chunk) => Chunk.of(Chunk.toReadonlyArray(chunk))))
+      const sizes = Chunk.toReadonlyArray(pulls).map((batch) => batch.reduce((n, c) => n + c.bytes.length, 0))
+      expect(sizes).toEqual([65536, 65536, 65536, 65536])
+      expect(contiguous(Chunk.toReadonlyArray(pulls).flat())).toBe(true)
     }))
 })
