@@ -3,12 +3,14 @@
  * directory (by its journal or its control socket) is asked over its socket.
  * A supervisor that died is read from its journal instead: its shells that
  * still run, with pid, pgid and start time matching, are orphans, and only
- * those can be stopped directly.
+ * those can be stopped directly. A supervisor of another PID namespace is only
+ * ever asked: its pids are not ours, so its journal is never acted on.
  *
  * A shell's global id is `<supervisor pid>:<registry id>`, like `4242:s1`:
  * unique across supervisors, and the `CORRAL_SHELL_ID` of its processes.
  */
 import * as fs from "node:fs"
+import * as path from "node:path"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -36,7 +38,10 @@ export type SupervisorState =
   | "live"
   /** Its process is gone; its shells that still run are orphans. */
   | "dead"
-  /** Its process is alive but did not answer; its shells are as its journal last recorded them. */
+  /**
+   * Its process is alive but did not answer, or it runs in another PID
+   * namespace; its shells are as its journal last recorded them.
+   */
   | "unreachable"
 
 export interface SupervisorView {
@@ -184,15 +189,37 @@ interface Found {
   readonly shells: ReadonlyArray<ShellEntry>
   /** Verified orphans, with their journal records. */
   readonly orphans: ReadonlyArray<Journal.JournalShell>
+  /** What the journal recorded of a dead supervisor: whose the orphans are. */
+  readonly recorded?: Journal.Supervisor | undefined
 }
 
-const socketPids = (stateDir: string): ReadonlyArray<number> => {
+/**
+ * The names (`Journal.nameOf`) of the control sockets in the state
+ * directory. Anything named like one that is not a socket of this user is
+ * set aside: corral never talks to a socket someone else put there.
+ */
+const socketNames = Effect.fn("ControlClient.socketNames")(function*(stateDir: string) {
   const dir = Journal.directory(stateDir)
-  if (!fs.existsSync(dir)) return []
-  return fs.readdirSync(dir).flatMap((name) => {
-    const match = /^([1-9][0-9]*)\.sock$/.exec(name)
-    return match === null ? [] : [Number(match[1])]
+  const files = yield* Effect.sync(() => {
+    try {
+      return fs.readdirSync(dir).filter((file) => file.endsWith(".sock") && Journal.namePattern.test(file.slice(0, -5)))
+    } catch {
+      return []
+    }
   })
+  const names: Array<string> = []
+  for (const file of files) {
+    const checked = StateDir.checkSocket(path.join(dir, file))
+    if (Either.isRight(checked)) names.push(file.slice(0, -5))
+    else yield* Journal.refuse(path.join(dir, file), checked.left)
+  }
+  return names
+})
+
+/** The namespace and pid a supervisor's name holds. */
+const partsOf = (name: string) => {
+  const [, namespace, pid] = Journal.namePattern.exec(name)!
+  return { namespace: Number(namespace), pid: Number(pid) }
 }
 
 /**
@@ -200,7 +227,7 @@ const socketPids = (stateDir: string): ReadonlyArray<number> => {
  * dead (its other threads must exit first, which under load takes a while):
  * it counts as alive only if it still is up to 2 s later.
  */
-const stillAlive = (supervisor: Supervisor) =>
+const stillAlive = (supervisor: Journal.Supervisor) =>
   Effect.repeat(Journal.isAlive(supervisor), { while: (alive) => alive, times: 40, schedule: Schedule.spaced("50 millis") })
 
 const protocolError = (error: Http.NoAnswer | Http.Refused) =>
@@ -208,13 +235,17 @@ const protocolError = (error: Http.NoAnswer | Http.Refused) =>
 
 const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
   const stateDir = options.stateDir ?? (yield* StateDir.resolve)
+  // someone else's directory, or a link, is refused before anything in it is read
+  yield* StateDir.check(stateDir)
+  yield* StateDir.check(Journal.directory(stateDir))
   const timeout = options.timeout ?? Duration.seconds(3)
   const context = yield* Effect.context<ProcessTable | Limits>()
+  const namespace = yield* Effect.provide(Journal.ownNamespace, context)
 
-  /** One supervisor, by pid: asked over its socket, else read from its journal. */
-  const visit = (pid: number, journal: Journal.JournalEntry | undefined) =>
+  /** One supervisor, by name: asked over its socket, else read from its journal. */
+  const visit = (name: string, journal: Journal.JournalEntry | undefined) =>
     Effect.gen(function*() {
-      const socket = Api.socketPath(stateDir, pid)
+      const socket = Api.socketPath(stateDir, name)
       const answer = yield* Effect.either(Http.ask(socket, "GET", Api.routes.shells, Api.ListResponse, timeout))
       if (Either.isRight(answer)) {
         const { shells, supervisor } = answer.right
@@ -227,29 +258,39 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
       // a socket without a journal: a supervisor that died and was cleaned up, or one we cannot identify
       if (journal === undefined) return Option.none()
       const supervisor = journal.supervisor
-      if (yield* stillAlive(supervisor)) {
-        const problem = answer.left._tag === "NoAnswer" ? answer.left.reason : answer.left.body.message
+      const reason = answer.left._tag === "NoAnswer" ? answer.left.reason : answer.left.body.message
+      // its pids name other processes here: whether it lives, and what is its, cannot be told from here
+      const foreign = supervisor.pidns !== namespace
+      if (foreign || (yield* stillAlive(supervisor))) {
+        const problem = foreign
+          ? `${reason}, and it runs in another PID namespace (pid:[${supervisor.pidns}]), so corral leaves its shells alone`
+          : reason
         return Option.some<Found>({
           view: { supervisor, socket, state: "unreachable", problem },
           shells: journal.shells.map(journalInfo).map(entryOf(supervisor, "unreachable")),
           orphans: []
         })
       }
-      const orphans = yield* Effect.filter(journal.shells, Journal.verify)
+      const orphans = yield* Effect.filter(journal.shells, Journal.verify(supervisor))
       if (orphans.length === 0) return Option.none()
       return Option.some<Found>({
         view: { supervisor, socket, state: "dead" },
         shells: orphans.map(journalInfo).map(entryOf(supervisor, "orphaned")),
-        orphans
+        orphans,
+        recorded: supervisor
       })
     }).pipe(Effect.provide(context))
 
-  const journals = Effect.map(Journal.readAll(stateDir), (all) => new Map(all.map((j) => [j.supervisor.pid, j])))
+  /** Journals and sockets by supervisor name: each supervisor once, whichever of the two it left. */
+  const supervisors = Effect.gen(function*() {
+    const journals = new Map((yield* Journal.readAll(stateDir)).map((l) => [l.name, l.entry]))
+    const names = new Set([...journals.keys(), ...(yield* socketNames(stateDir))])
+    return { journals, names: [...names] }
+  })
 
   const visitAll = Effect.gen(function*() {
-    const byPid = yield* journals
-    const pids = new Set([...byPid.keys(), ...(yield* Effect.sync(() => socketPids(stateDir)))])
-    const found = yield* Effect.forEach(pids, (pid) => visit(pid, byPid.get(pid)), { concurrency: "unbounded" })
+    const { journals, names } = yield* supervisors
+    const found = yield* Effect.forEach(names, (name) => visit(name, journals.get(name)), { concurrency: "unbounded" })
     return found.flatMap(Option.toArray).sort((a, b) =>
       a.view.supervisor.startedAt - b.view.supervisor.startedAt || a.view.supervisor.pid - b.view.supervisor.pid
     )
@@ -264,17 +305,25 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
 
   const notFound = (id: string) => Effect.flatMap(known, (ids) => Effect.fail(new NoSuchShell({ id, known: ids })))
 
-  /** The shell's supervisor and entry; only that supervisor is asked. */
+  /**
+   * The shell's supervisor and entry; only supervisors with that pid are
+   * asked, the one of this PID namespace first.
+   */
   const find = (id: string) =>
     Effect.gen(function*() {
       const match = globalIdPattern.exec(id)
       if (match === null) return yield* new InvalidShellId({ id })
       const pid = Number(match[1])
       const local = match[2]!
-      const found = yield* visit(pid, (yield* journals).get(pid))
-      const entry = Option.flatMap(found, (f) => Option.fromNullable(f.shells.find((s) => s.info.id === local)))
-      if (Option.isNone(found) || Option.isNone(entry)) return yield* notFound(id)
-      return { found: found.value, entry: entry.value, local }
+      const { journals, names } = yield* supervisors
+      const candidates = names.filter((name) => partsOf(name).pid === pid)
+        .sort((a, b) => Number(partsOf(b).namespace === namespace) - Number(partsOf(a).namespace === namespace))
+      for (const name of candidates) {
+        const found = yield* visit(name, journals.get(name))
+        const entry = Option.flatMap(found, (f) => Option.fromNullable(f.shells.find((s) => s.info.id === local)))
+        if (Option.isSome(found) && Option.isSome(entry)) return { found: found.value, entry: entry.value, local }
+      }
+      return yield* notFound(id)
     })
 
   const refusedAsNotFound = (id: string) => (error: Http.NoAnswer | Http.Refused): Effect.Effect<never, NoSuchShell | ControlError> =>
@@ -303,9 +352,9 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
     }))
 
   /** Orphans are stopped here, together, after their identity was checked again just now. */
-  const stopOrphans = (supervisor: Supervisor, orphans: ReadonlyArray<Journal.JournalShell>) =>
+  const stopOrphans = (supervisor: Journal.Supervisor, orphans: ReadonlyArray<Journal.JournalShell>) =>
     Effect.gen(function*() {
-      const verified = yield* Effect.filter(orphans, Journal.verify)
+      const verified = yield* Effect.filter(orphans, Journal.verify(supervisor))
       const reports = verified.length === 0 ? [] : yield* GroupStop.stopGroups(verified.map(Journal.targetOf))
       return verified.map((shell, i): Stopped => ({
         entry: entryOf(supervisor, "orphaned")(journalInfo(shell)),
@@ -321,7 +370,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
         return yield* new SupervisorUnreachable({ id, supervisor: entry.supervisor, reason: found.view.problem ?? "" })
       case "dead": {
         const orphan = found.orphans.filter((o) => o.id === local)
-        const [stopped] = yield* stopOrphans(entry.supervisor, orphan)
+        const [stopped] = found.recorded === undefined ? [] : yield* stopOrphans(found.recorded, orphan)
         return stopped ?? (yield* notFound(id))
       }
       case "live": {
@@ -339,7 +388,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
         case "unreachable":
           return []
         case "dead":
-          return yield* stopOrphans(found.view.supervisor, found.orphans)
+          return found.recorded === undefined ? [] : yield* stopOrphans(found.recorded, found.orphans)
         case "live": {
           const answer = yield* Http.ask(found.view.socket, "POST", Api.routes.stopAll, Api.StopAllResponse).pipe(
             Effect.mapError(protocolError)

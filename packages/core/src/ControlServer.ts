@@ -1,7 +1,7 @@
 /**
  * The control endpoint: a supervisor that composes this layer with its
  * `ShellRegistry` answers `corral ls|show|logs|stop|top` over HTTP on a unix
- * socket next to its journal, `<stateDir>/supervisors/<pid>.sock`.
+ * socket next to its journal, `<stateDir>/supervisors/<pid namespace>-<pid>.sock`.
  *
  * Who can use it: the socket is 0600 in a 0700 directory, so only the user
  * running the supervisor (and root) can connect, the person at the keyboard
@@ -63,18 +63,24 @@ class InvalidShellId extends Data.TaggedError("InvalidShellId")<{ readonly id: s
 
 const make = Effect.gen(function*() {
   const registry = yield* ShellRegistry
-  const path = Api.socketPath(registry.stateDir, registry.supervisor.pid)
+  const path = Api.socketPath(registry.stateDir, Journal.nameOf(registry.supervisor))
   if (Buffer.byteLength(path) > Api.maxSocketPathBytes) {
     return yield* new ControlSocketError({
       path,
       reason: `a unix socket path holds at most ${Api.maxSocketPathBytes} bytes: set CORRAL_STATE_DIR to a shorter directory`
     })
   }
-  yield* StateDir.ensure(Journal.directory(registry.stateDir))
-  // the socket is named after our pid: a file already there was left by a dead process that had it
-  const removeSocket = Effect.sync(() => fs.rmSync(path, { force: true }))
+  yield* StateDir.ensure(registry.stateDir).pipe(
+    Effect.zipRight(StateDir.ensure(Journal.directory(registry.stateDir))),
+    Effect.mapError((error) => new ControlSocketError({ path, reason: error.message, cause: error }))
+  )
+  // the socket is named after our namespace and pid: a file already there was left by a dead process that had them
+  const removeSocket = Effect.try({
+    try: () => fs.rmSync(path, { force: true }),
+    catch: (cause) => new ControlSocketError({ path, reason: `cannot remove what is there: ${StateDir.reasonOf(cause)}`, cause })
+  })
   yield* removeSocket
-  yield* Effect.addFinalizer(() => removeSocket)
+  yield* Effect.addFinalizer(() => Effect.ignore(removeSocket))
   const node = http.createServer()
   const server = yield* NodeHttpServer.make(() => node, { path }).pipe(
     Effect.mapError((error) => new ControlSocketError({ path, reason: String(error.cause), cause: error }))
@@ -94,8 +100,10 @@ const restrictToOwner = (path: string) =>
   Effect.try({
     try: () => {
       fs.chmodSync(path, 0o600)
-      const mode = fs.statSync(path).mode & 0o777
-      if (mode !== 0o600) throw new Error(`its mode is ${mode.toString(8)} after chmod 600`)
+      // lstat: what is at the path now, not what a link there would point to
+      const stat = fs.lstatSync(path)
+      if (!stat.isSocket()) throw new Error("something else replaced it")
+      if ((stat.mode & 0o777) !== 0o600) throw new Error(`its mode is ${(stat.mode & 0o777).toString(8)} after chmod 600`)
     },
     catch: (cause) => new ControlSocketError({ path, reason: `cannot make it private: ${String(cause)}`, cause })
   })

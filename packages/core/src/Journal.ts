@@ -109,7 +109,7 @@ export const write = (stateDir: string, entry: JournalEntry): Effect.Effect<void
   const file = fileOf(stateDir, nameOf(entry.supervisor))
   return Effect.try({
     try: () => StateDir.writePrivate(file, JSON.stringify(entry)),
-    catch: (error) => new JournalWriteError({ path: file, reason: StateDir.reasonOf(error) })
+    catch: (error) => new JournalWriteError({ path: file, reason: StateDir.reasonOf(error, path.dirname(file)) })
   })
 }
 
@@ -121,7 +121,7 @@ export const remove = (stateDir: string, name: string): Effect.Effect<void> =>
       try {
         fs.rmSync(file, { force: true })
       } catch (error) {
-        return Effect.logWarning(`cannot remove ${file}: ${StateDir.reasonOf(error)}`)
+        return Effect.logWarning(`cannot remove ${file}: ${StateDir.reasonOf(error, file)}`)
       }
     }
     return Effect.void

@@ -147,6 +147,12 @@ export interface RegistryOptions {
   readonly name?: string | undefined
   /** Watcher process and journal; default on. */
   readonly crashSafety?: boolean | undefined
+  /**
+   * The journal alone, with crash safety on; default on. Off, the watcher
+   * still stops the shells if the supervisor dies, but nothing does if both
+   * die: for a state directory that cannot be used.
+   */
+  readonly journal?: boolean | undefined
   /** Default: `StateDir.resolve`. */
   readonly stateDir?: string | undefined
 }
@@ -219,12 +225,13 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const supervisor = yield* supervisorIdentity(options)
   const stateDir = options.stateDir ?? (yield* StateDir.resolve)
   const crashSafe = options.crashSafety !== false
-  if (crashSafe) {
+  const journalled = crashSafe && options.journal !== false
+  if (journalled) {
     yield* StateDir.ensure(stateDir)
     yield* StateDir.ensure(Journal.directory(stateDir))
     yield* Journal.reapDead(stateDir)
-    yield* containment.reapLeftovers
   }
+  if (crashSafe) yield* containment.reapLeftovers
   const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
   // spawns announce themselves to the watcher (see ProcessGroup.spawn)
   const spawnContext = Option.match(watcher, {
@@ -232,6 +239,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     onSome: (w) => Context.add(context, Watcher.Watcher, w)
   })
   const journalLock = yield* Effect.makeSemaphore(1)
+  // a journal that cannot be written is said once, not at every change, until it can again
+  let journalFailing = false
 
   const infoOf = (shell: Shell) =>
     Effect.map(Effect.all([Ref.get(shell.status), Ref.get(shell.endedAt)]), ([status, endedAt]): ShellInfo => ({
@@ -242,9 +251,13 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
 
   const writeJournal = journalLock.withPermits(1)(Effect.gen(function*() {
     // the shutdown removes the journal once it is done, not once per shell
-    if (!crashSafe || closing) return
+    if (!journalled || closing) return
     const live = yield* Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), isActive))
-    yield* Journal.write(stateDir, { version: 1, supervisor, shells: live.map(journalShell) })
+    const written = yield* Effect.either(Journal.write(stateDir, { version: Journal.version, supervisor, shells: live.map(journalShell) }))
+    if (written._tag === "Left" && !journalFailing) {
+      yield* Effect.logWarning(`${written.left.message}; if corral and its watcher are both killed, these shells keep running`)
+    }
+    journalFailing = written._tag === "Left"
   }))
 
   const lookup = (id: string) =>
@@ -391,7 +404,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
     yield* Effect.forEach(all, (shell, i) => settle(shell, reports[i]!), { discard: true })
     yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
-    if (crashSafe) yield* Journal.remove(stateDir, Journal.keyOf(supervisor))
+    if (journalled) yield* Journal.remove(stateDir, Journal.nameOf(supervisor))
   })).pipe(Effect.provide(context))
 
   yield* Effect.addFinalizer(() => shutdown)
@@ -466,6 +479,8 @@ const supervisorIdentity = (options: RegistryOptions) =>
       pid: process.pid,
       ...(instance > 1 ? { instance } : {}),
       startTime: Option.match(self, { onNone: () => 0, onSome: (p) => p.startTime }),
+      uid: StateDir.ownUid(),
+      pidns: yield* Journal.ownNamespace,
       name: options.name ?? process.title,
       startedAt: yield* Clock.currentTimeMillis
     } satisfies Journal.Supervisor

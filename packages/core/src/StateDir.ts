@@ -42,10 +42,11 @@ export const resolve: Effect.Effect<string> = Effect.gen(function*() {
 const codeOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
-/** An errno as a reader understands it, with the code for searching. */
-export const reasonOf = (error: unknown): string => {
+/** An errno as a reader understands it, with the path it happened at unless that is `subject`. */
+export const reasonOf = (error: unknown, subject?: string): string => {
   const code = codeOf(error)
-  const at = typeof error === "object" && error !== null && "path" in error ? ` (at ${String(error.path)})` : ""
+  const where = typeof error === "object" && error !== null && "path" in error ? String(error.path) : subject
+  const at = where === subject ? "" : ` (at ${where})`
   switch (code) {
     case "EROFS":
       return `it is on a read-only file system${at}`
@@ -82,7 +83,7 @@ export const ensure = (dir: string): Effect.Effect<string, StateDirError> =>
     try: () => {
       let stat = lstatIfAny(dir)
       if (stat === undefined) {
-        fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+        makeDirs(dir)
         stat = fs.lstatSync(dir)
       }
       const problem = problemOf(stat)
@@ -92,10 +93,29 @@ export const ensure = (dir: string): Effect.Effect<string, StateDirError> =>
       fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK)
       return undefined
     },
-    catch: (error) => new StateDirError({ path: dir, reason: reasonOf(error) })
+    catch: (error) => new StateDirError({ path: dir, reason: reasonOf(error, dir) })
   }).pipe(
     Effect.flatMap((problem) => problem === undefined ? Effect.succeed(dir) : Effect.fail(new StateDirError({ path: dir, reason: problem })))
   )
+
+/**
+ * `mkdir -p`, 0700, failing with the real cause: a recursive `mkdirSync`
+ * says ENOENT where a parent is read-only.
+ */
+const makeDirs = (dir: string): void => {
+  try {
+    fs.mkdirSync(dir, { mode: 0o700 })
+  } catch (error) {
+    if (codeOf(error) === "EEXIST") return
+    if (codeOf(error) !== "ENOENT" || path.dirname(dir) === dir) throw error
+    makeDirs(path.dirname(dir))
+    try {
+      fs.mkdirSync(dir, { mode: 0o700 })
+    } catch (again) {
+      if (codeOf(again) !== "EEXIST") throw again
+    }
+  }
+}
 
 const lstatIfAny = (file: string): fs.Stats | undefined => {
   try {
@@ -113,7 +133,7 @@ export const check = (dir: string): Effect.Effect<void, StateDirError> =>
       const stat = lstatIfAny(dir)
       return stat === undefined ? undefined : problemOf(stat)
     },
-    catch: (error) => new StateDirError({ path: dir, reason: reasonOf(error) })
+    catch: (error) => new StateDirError({ path: dir, reason: reasonOf(error, dir) })
   }).pipe(
     Effect.flatMap((problem) => problem === undefined ? Effect.void : Effect.fail(new StateDirError({ path: dir, reason: problem })))
   )
@@ -154,7 +174,7 @@ export const readPrivate = (file: string, maxBytes: number): Either.Either<strin
     fd = fs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   } catch (error) {
     const code = codeOf(error)
-    return Either.left(code === "ELOOP" || code === "EMLINK" ? "it is a symbolic link" : reasonOf(error))
+    return Either.left(code === "ELOOP" || code === "EMLINK" ? "it is a symbolic link" : reasonOf(error, file))
   }
   try {
     const stat = fs.fstatSync(fd)
@@ -164,7 +184,7 @@ export const readPrivate = (file: string, maxBytes: number): Either.Either<strin
     if (stat.size > maxBytes) return Either.left(`it is larger than ${maxBytes} bytes`)
     return Either.right(fs.readFileSync(fd, "utf8"))
   } catch (error) {
-    return Either.left(reasonOf(error))
+    return Either.left(reasonOf(error, file))
   } finally {
     fs.closeSync(fd)
   }
@@ -181,7 +201,7 @@ export const checkSocket = (file: string): Either.Either<void, string> => {
     const foreign = ownership(stat)
     return foreign === undefined ? Either.void : Either.left(foreign)
   } catch (error) {
-    return Either.left(reasonOf(error))
+    return Either.left(reasonOf(error, file))
   }
 }
 
@@ -195,6 +215,6 @@ export const setAside = (file: string): string | undefined => {
     fs.renameSync(file, `${file}.bad`)
     return undefined
   } catch (error) {
-    return reasonOf(error)
+    return reasonOf(error, file)
   }
 }

@@ -5,6 +5,8 @@
  * one process (`exec`), or waits for its children, so nothing is orphaned
  * and these run outside a PID namespace too.
  */
+import { spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
@@ -21,7 +23,8 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { kernelProcess, leftovers } from "./helpers.js"
+import { isRoot, nameFor, otherUid, ownPidNamespace, supervisorEntry } from "./fixtures/stateDir.js"
+import { isPidAlive, kernelProcess, leftovers } from "./helpers.js"
 
 const base = Containment.layer().pipe(Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.seconds(1) }))))
 
@@ -48,6 +51,9 @@ const withSupervisor = <A, E>(test: (stateDir: string) => Effect.Effect<A, E, Sh
 
 const globalId = (id: string) => `${process.pid}:${id}`
 
+/** This process's supervisor name: its socket is `<name>.sock`. */
+const own = nameFor(process.pid)
+
 /** One request to the socket, outside of corral's client. */
 const rawRequest = (socket: string, method: string, route: string) =>
   Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
@@ -70,14 +76,14 @@ const printed = (id: string, pattern: RegExp) =>
     registry.output(id, { mode: "all", waitFor: pattern.source, waitMs: 5_000 }))
 
 describe("ControlServer", () => {
-  it.live("listens on <stateDir>/supervisors/<pid>.sock, 0600 in a 0700 directory, and removes it on release", () =>
+  it.live("listens on <stateDir>/supervisors/<pid namespace>-<pid>.sock, 0600 in a 0700 directory, and removes it on release", () =>
     Effect.gen(function*() {
       const stateDir = tempStateDir()
-      const expected = path.join(stateDir, "supervisors", `${process.pid}.sock`)
+      const expected = path.join(stateDir, "supervisors", `${ownPidNamespace}-${process.pid}.sock`)
       yield* Effect.scoped(Effect.gen(function*() {
         const served = Context.get(yield* Layer.build(supervisor(stateDir)), ControlServer)
         expect(served.path).toBe(expected)
-        expect(socketPath(stateDir, process.pid)).toBe(expected)
+        expect(socketPath(stateDir, own)).toBe(expected)
         const socket = fs.statSync(expected)
         expect(socket.isSocket()).toBe(true)
         expect(socket.mode & 0o777).toBe(0o600)
@@ -91,13 +97,28 @@ describe("ControlServer", () => {
     Effect.gen(function*() {
       const stateDir = tempStateDir()
       fs.mkdirSync(path.join(stateDir, "supervisors"), { mode: 0o700 })
-      fs.writeFileSync(socketPath(stateDir, process.pid), "stale")
+      fs.writeFileSync(socketPath(stateDir, own), "stale")
       yield* Effect.scoped(Effect.gen(function*() {
         yield* Layer.build(supervisor(stateDir))
-        expect(fs.statSync(socketPath(stateDir, process.pid)).isSocket()).toBe(true)
-        const answer = yield* rawRequest(socketPath(stateDir, process.pid), "GET", "/v1/shells")
+        expect(fs.statSync(socketPath(stateDir, own)).isSocket()).toBe(true)
+        const answer = yield* rawRequest(socketPath(stateDir, own), "GET", "/v1/shells")
         expect(answer.status).toBe(200)
       }))
+      fs.rmSync(stateDir, { recursive: true })
+    }))
+
+  it.live("replaces a link at its socket path without following it", () =>
+    Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      const target = path.join(stateDir, "target")
+      fs.writeFileSync(target, "precious")
+      fs.mkdirSync(path.join(stateDir, "supervisors"), { mode: 0o700 })
+      fs.symlinkSync(target, socketPath(stateDir, own))
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* Layer.build(supervisor(stateDir))
+        expect(fs.lstatSync(socketPath(stateDir, own)).isSocket()).toBe(true)
+      }))
+      expect(fs.readFileSync(target, "utf8")).toBe("precious")
       fs.rmSync(stateDir, { recursive: true })
     }))
 
@@ -163,7 +184,7 @@ describe("ControlServer", () => {
     withSupervisor((stateDir) =>
       Effect.gen(function*() {
         const shell = yield* start("sleep 30")
-        const socket = socketPath(stateDir, process.pid)
+        const socket = socketPath(stateDir, own)
         for (const id of ["1", String(shell.pid), "-1", "s0", "s1x", "..", "%2e%2e"]) {
           const answer = yield* rawRequest(socket, "POST", `/v1/shells/${id}/stop`)
           expect(answer.status, id).toBe(400)
@@ -204,7 +225,145 @@ describe("ControlServer", () => {
       // the endpoint closes before the registry stops the shell: the follower is cut off, not left hanging
       const cut = yield* Effect.flip(Fiber.join(follower))
       expect(cut).toMatchObject({ _tag: "ControlError", reason: expect.stringContaining("connection was lost") })
-      expect(fs.existsSync(socketPath(stateDir, process.pid))).toBe(false)
+      expect(fs.existsSync(socketPath(stateDir, own))).toBe(false)
       fs.rmSync(stateDir, { recursive: true })
     }))
+})
+
+/** A `sleep` in a group of its own carrying `tag`, killed with the scope. */
+const taggedSleep = (tag: string, options: { readonly uid?: number } = {}) =>
+  Effect.acquireRelease(
+    Effect.async<ChildProcess>((resume) => {
+      const child = spawn("sleep", ["30"], {
+        stdio: "ignore",
+        detached: true,
+        env: { ...process.env, CORRAL_SHELL_ID: tag },
+        ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.uid })
+      })
+      child.once("spawn", () => resume(Effect.succeed(child)))
+    }),
+    (child) => Effect.sync(() => child.kill("SIGKILL"))
+  )
+
+/** A pid no process has: one of ours that has exited and been reaped. */
+const deadPid = Effect.async<number>((resume) => {
+  const child = spawn("true", [], { stdio: "ignore" })
+  child.once("exit", () => resume(Effect.succeed(child.pid!)))
+})
+
+const craft = (stateDir: string, supervisor: number, shells: ReadonlyArray<{ readonly id: string; readonly pid: number }>, pidns = ownPidNamespace) => {
+  fs.mkdirSync(path.join(stateDir, "supervisors"), { recursive: true, mode: 0o700 })
+  const file = path.join(stateDir, "supervisors", `${nameFor(supervisor, pidns)}.json`)
+  const entry = {
+    version: 2,
+    supervisor: supervisorEntry(supervisor, { pidns }),
+    shells: shells.map(({ id, pid }) => ({
+      id,
+      tag: `${supervisor}:${id}`,
+      pid,
+      leaderStartTime: startTimeOf(pid),
+      bornAfter: startTimeOf(pid) - 1,
+      command: "sleep 30",
+      cwd: "/",
+      owner: "crafted",
+      startedAt: 0
+    }))
+  }
+  fs.writeFileSync(file, JSON.stringify(entry), { mode: 0o600 })
+  return file
+}
+
+const startTimeOf = (pid: number): number => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
+}
+
+/** A client alone on `stateDir`. */
+const clientOn = (stateDir: string) => Effect.provide(ControlClient, client(stateDir))
+
+describe("ControlClient in an untrusted state directory", () => {
+  it.live("sets aside what is named like a control socket but is not one, and never connects to it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(stateDir, { recursive: true, force: true })))
+      fs.mkdirSync(path.join(stateDir, "supervisors"), { mode: 0o700 })
+      const plain = socketPath(stateDir, nameFor(4242))
+      fs.writeFileSync(plain, "not a socket")
+      const snapshot = yield* Effect.flatMap(clientOn(stateDir), (c) => c.snapshot)
+      expect(snapshot).toEqual({ supervisors: [], shells: [] })
+      expect(fs.readdirSync(path.join(stateDir, "supervisors"))).toEqual([`${path.basename(plain)}.bad`])
+    })))
+
+  it.live.skipIf(!isRoot)("never talks to a socket of another user (as root: only root can give a socket away)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(stateDir, { recursive: true, force: true })))
+      fs.mkdirSync(path.join(stateDir, "supervisors"), { mode: 0o700 })
+      const planted = socketPath(stateDir, nameFor(4243))
+      let requests = 0
+      const server = http.createServer((_, response) => {
+        requests++
+        response.end("{}")
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => void server.listen(planted, () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      fs.chownSync(planted, otherUid, otherUid)
+      const snapshot = yield* Effect.flatMap(clientOn(stateDir), (c) => c.snapshot)
+      expect(snapshot.supervisors).toEqual([])
+      expect(requests).toBe(0)
+    })))
+
+  it.live.skipIf(!isRoot)("refuses a state directory of another user, naming it (as root: only root can give a directory away)", () =>
+    Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      fs.chownSync(stateDir, otherUid, otherUid)
+      const error = yield* Effect.flip(clientOn(stateDir))
+      expect(error).toMatchObject({ _tag: "StateDirError", path: stateDir })
+      expect(error.message).toContain(`belongs to uid ${otherUid}`)
+      fs.rmSync(stateDir, { recursive: true })
+    }))
+
+  it.live("lists a supervisor of another PID namespace from its journal, and never stops its shells", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(stateDir, { recursive: true, force: true })))
+      const supervisorPid = yield* deadPid
+      const lookalike = yield* taggedSleep(`${supervisorPid}:s1`)
+      const foreign = craft(stateDir, supervisorPid, [{ id: "s1", pid: lookalike.pid! }], ownPidNamespace + 1)
+
+      const control = yield* clientOn(stateDir)
+      const snapshot = yield* control.snapshot
+      expect(snapshot.supervisors).toMatchObject([{ state: "unreachable", supervisor: { pid: supervisorPid } }])
+      expect(snapshot.supervisors[0]!.problem).toContain(`it runs in another PID namespace (pid:[${ownPidNamespace + 1}]), so corral leaves its shells alone`)
+      expect(snapshot.shells.map((s) => [s.id, s.reach])).toEqual([[`${supervisorPid}:s1`, "unreachable"]])
+      expect(yield* Effect.flip(control.stop(`${supervisorPid}:s1`))).toMatchObject({ _tag: "SupervisorUnreachable" })
+      expect((yield* control.stopAll).stopped).toEqual([])
+      expect(isPidAlive(lookalike.pid!)).toBe(true)
+      expect(fs.existsSync(foreign)).toBe(true)
+    })))
+
+  it.live("lists and stops a dead supervisor's orphans only where tag and uid match too", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(stateDir, { recursive: true, force: true })))
+      const supervisorPid = yield* deadPid
+      const orphan = yield* taggedSleep(`${supervisorPid}:s1`)
+      const untagged = yield* taggedSleep("someone-else:s1")
+      const otherUser = isRoot ? yield* taggedSleep(`${supervisorPid}:s3`, { uid: otherUid }) : undefined
+      craft(stateDir, supervisorPid, [
+        { id: "s1", pid: orphan.pid! },
+        { id: "s2", pid: untagged.pid! },
+        ...(otherUser === undefined ? [] : [{ id: "s3", pid: otherUser.pid! }])
+      ])
+
+      const control = yield* clientOn(stateDir)
+      const snapshot = yield* control.snapshot
+      expect(snapshot.shells.map((s) => [s.id, s.reach])).toEqual([[`${supervisorPid}:s1`, "orphaned"]])
+      const all = yield* control.stopAll
+      expect(all.stopped.map((s) => s.entry.id)).toEqual([`${supervisorPid}:s1`])
+      expect(isPidAlive(untagged.pid!)).toBe(true)
+      if (otherUser !== undefined) expect(isPidAlive(otherUser.pid!)).toBe(true)
+    })))
 })

@@ -108,6 +108,31 @@ describe("ProcessTable on a real group", () => {
     }))
 })
 
+describe("ProcessTable.uidOf", () => {
+  it.scopedLive("layerLinux and layerPs read the same real uid, and none once the process is gone", () =>
+    Effect.gen(function*() {
+      const asRoot = process.getuid?.() === 0
+      // as root, a child of another user too
+      const expected = asRoot ? 65534 : process.getuid!()
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() => spawn("sleep", ["30"], { stdio: "ignore", ...(asRoot ? { uid: 65534, gid: 65534 } : {}) })),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      yield* waitFor("sleep to start", () => kernelProcesses().find((p) => p.pid === child.pid && p.comm === "sleep"))
+      for (const layer of [ProcessTable.layerLinux, ProcessTable.layerPs]) {
+        const table = yield* tableOf(layer)
+        expect(yield* table.uidOf(child.pid!)).toEqual(Option.some(expected))
+        expect(yield* table.uidOf(process.pid)).toEqual(Option.some(process.getuid!()))
+      }
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+      child.kill("SIGKILL")
+      yield* Effect.promise(() => exited)
+      for (const layer of [ProcessTable.layerLinux, ProcessTable.layerPs]) {
+        expect(yield* (yield* tableOf(layer)).uidOf(child.pid!)).toEqual(Option.none())
+      }
+    }))
+})
+
 describe("ProcessTable.signal", () => {
   it.live("the real tables refuse pid <= 1, their own process and group, and non-integers", () =>
     Effect.gen(function*() {
@@ -144,6 +169,11 @@ describe("ProcessTable.layerTest", () => {
       expect(yield* table.lookup(5001)).toEqual(Option.some(job))
       expect(yield* table.lookup(7)).toEqual(Option.none())
       expect(yield* table.shellIdsOf(5000)).toEqual(["corral-a"])
+      // the test's own user, unless scripted
+      expect(yield* table.uidOf(5000)).toEqual(Option.some(process.getuid!()))
+      expect(yield* table.uidOf(7)).toEqual(Option.none())
+      const other = yield* makeTestScript([leader], { uids: new Map([[5000, 65534]]) })
+      expect(yield* Effect.flatMap(Effect.provide(ProcessTable, ProcessTable.layerTest(other)), (t) => t.uidOf(5000))).toEqual(Option.some(65534))
       yield* Ref.set(script.now, 1234)
       expect(yield* table.now).toBe(1234)
       expect(yield* table.signal(-5001, "SIGTERM")).toBe(true)

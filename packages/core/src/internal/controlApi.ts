@@ -20,7 +20,8 @@ export const routes = {
 
 export const pathOf = (route: string, id: string) => route.replace(":id", id)
 
-export const socketPath = (stateDir: string, pid: number) => path.join(Journal.directory(stateDir), `${pid}.sock`)
+/** Next to the journal, with the same name (`Journal.nameOf`): `<pid namespace>-<pid>.sock`. */
+export const socketPath = (stateDir: string, name: string) => path.join(Journal.directory(stateDir), `${name}.sock`)
 
 /** `sun_path` holds 108 bytes with the terminating NUL; Node truncates longer paths silently. */
 export const maxSocketPathBytes = 107
