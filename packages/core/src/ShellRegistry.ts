@@ -11,6 +11,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberMap from "effect/FiberMap"
+import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
@@ -221,6 +222,11 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const gate = yield* Effect.makeSemaphore(startPermits)
   let closing = false
   let counter = 0
+  // ids of starts admitted under the cap and not yet registered: they count
+  // against it from before their spawn, so concurrent starts cannot all pass
+  // the check; admission is one at a time, the spawns are not
+  const admitted = yield* Ref.make(HashSet.empty<string>())
+  const admission = yield* Effect.makeSemaphore(1)
 
   const supervisor = yield* supervisorIdentity(options)
   const stateDir = options.stateDir ?? (yield* StateDir.resolve)
@@ -271,10 +277,13 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       shells.delete(shell.id) ? PubSub.publish(hub, { _tag: "Dropped", id: shell.id }) : Effect.void
     ))
 
+  /** Registered shells and admitted starts, each counted once. */
+  const occupied = Effect.map(Ref.get(admitted), (ids) => shells.size + HashSet.size(HashSet.filter(ids, (id) => !shells.has(id))))
+
   /** Drops finished shells, oldest first, until one more fits under the cap. */
   const makeRoom = Effect.gen(function*() {
     const finished = yield* Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), (st) => !isActive(st)))
-    const excess = shells.size + 1 - limits.maxShells
+    const excess = (yield* occupied) + 1 - limits.maxShells
     for (const shell of finished.slice(0, Math.max(0, excess))) {
       yield* dropped(shell)
       yield* FiberMap.remove(lifecycles, shell.id)
@@ -342,15 +351,22 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* dropped(shell)
     })
 
+  /** A new shell's id and its slot under the cap, held until the start registered it or failed. */
+  const admit = admission.withPermits(1)(Effect.gen(function*() {
+    yield* makeRoom
+    if ((yield* occupied) >= limits.maxShells) {
+      return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.values(), infoOf) })
+    }
+    const id = `s${++counter}`
+    yield* Ref.update(admitted, HashSet.add(id))
+    return id
+  }))
+
   const start = Effect.fn("ShellRegistry.start")(function*(spec: SpawnSpec, startOptions: StartOptions) {
     if (closing) return yield* new RegistryClosed()
-    return yield* gate.withPermits(1)(Effect.gen(function*() {
+    return yield* gate.withPermits(1)(Effect.scoped(Effect.gen(function*() {
       if (closing) return yield* new RegistryClosed()
-      yield* makeRoom
-      if (shells.size >= limits.maxShells) {
-        return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.values(), infoOf) })
-      }
-      const id = `s${++counter}`
+      const id = yield* Effect.acquireRelease(admit, (id) => Ref.update(admitted, HashSet.remove(id)))
       const tag = `${Journal.keyOf(supervisor)}:${id}`
       const scope = yield* Scope.make()
       const group = yield* ProcessGroup.spawn({ ...spec, shellId: tag }).pipe(
@@ -384,7 +400,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* writeJournal
       yield* FiberMap.run(lifecycles, id, lifecycle(shell))
       return info
-    }))
+    })))
   }, Effect.provide(spawnContext))
 
   const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {

@@ -174,6 +174,52 @@ describe("shutdown", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("the shell cap under concurrent starts", () => {
+  const startAll = (registry: ShellRegistry["Type"], specs: ReadonlyArray<{ readonly command: ReadonlyArray<string> | string }>) =>
+    Effect.map(
+      Effect.forEach(specs, (spec) => Effect.either(registry.start(spec, { owner })), { concurrency: "unbounded" }),
+      (results) => ({
+        started: results.flatMap((r) => (Either.isRight(r) ? [r.right] : [])),
+        refused: results.flatMap((r) => (Either.isLeft(r) ? [r.left._tag] : []))
+      })
+    )
+
+  it.live("of 8 starts at once under a cap of 2, 2 run and 6 are refused", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const { refused, started } = yield* startAll(registry, Array.from({ length: 8 }, () => sleeper))
+      console.log(`8 concurrent starts under --max-shells 2: ${started.length} ran`)
+      expect(started).toHaveLength(2)
+      expect(refused).toEqual(Array.from({ length: 6 }, () => "TooManyShells"))
+      expect((yield* registry.list).map((s) => s.id).sort()).toEqual(started.map((s) => s.id).sort())
+    }).pipe(Effect.scoped, Effect.provide(registryLayer({ limits: { maxShells: 2 } }))))
+
+  it.live("finished shells make room for concurrent starts, and no more than the cap run", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const seen = yield* recordEvents(registry)
+      for (const done of yield* Effect.all([registry.start({ command: "true" }, { owner }), registry.start({ command: "true" }, { owner })])) {
+        yield* awaitEvent(seen, done.id, "Exited")
+      }
+      const { refused, started } = yield* startAll(registry, Array.from({ length: 8 }, () => sleeper))
+      expect(started).toHaveLength(2)
+      expect(refused).toHaveLength(6)
+      expect((yield* registry.list).map((s) => s.id).sort()).toEqual(started.map((s) => s.id).sort())
+    }).pipe(Effect.scoped, Effect.provide(registryLayer({ limits: { maxShells: 2 } }))))
+
+  it.live("a start that fails gives its slot back", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const failing = yield* startAll(registry, Array.from({ length: 4 }, () => ({ command: ["/nonexistent/corral-test-binary"] })))
+      expect(failing.started).toEqual([])
+      expect(failing.refused.filter((tag) => tag !== "TooManyShells" && tag !== "SpawnError")).toEqual([])
+      // every slot is free again
+      yield* registry.start(sleeper, { owner })
+      yield* registry.start(sleeper, { owner })
+      expect((yield* Effect.flip(registry.start(sleeper, { owner })))._tag).toBe("TooManyShells")
+    }).pipe(Effect.scoped, Effect.provide(registryLayer({ limits: { maxShells: 2 } }))))
+})
+
 describe("100 concurrent starts and kills", () => {
   it.live("each start gets its own id, each kill stops its shell, and nothing is left alive", () =>
     Effect.gen(function*() {
