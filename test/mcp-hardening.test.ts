@@ -1,0 +1,66 @@
+/**
+ * `corral mcp` under untrusted input: raw lines a client should never send,
+ * patterns that backtrack, commands too large to exec, and calls that are
+ * invalid or cancelled. Each answer is short and says what to do. The server
+ * serves the next request.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { inPidNamespace } from "../packages/tools/test/helpers.js"
+import type { McpProcess } from "./fixtures/mcpHarness.js"
+import { mcpServer } from "./fixtures/mcpHarness.js"
+
+const byId = (id: unknown) => (message: Record<string, unknown>) => message.id === id && !("method" in message)
+
+/** Still serving: a call through the SDK client is answered. */
+const stillServes = (server: McpProcess) =>
+  Effect.gen(function*() {
+    const listed = yield* server.call("list_shells")
+    expect(listed.isError).toBe(false)
+  })
+
+describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace of npm test)", () => {
+  it.scopedLive("ignores a blank line, answers a non-JSON line with a parse error, and serves what follows", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      yield* stillServes(server)
+      server.send("\n   \r\n")
+      server.send("this is not json\n")
+      server.send(`{"jsonrpc":"2.0","id":"after-garbage","method":"ping"}\n`)
+      expect(yield* server.message(byId("after-garbage"))).toEqual({ jsonrpc: "2.0", id: "after-garbage", result: {} })
+      const errors = server.stdoutLines.map((line) => JSON.parse(line)).filter((m) => m.id === null)
+      expect(errors).toEqual([{
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32700, message: `not JSON (Unexpected token 'h', "this is not json" is not valid JSON): send one JSON-RPC message per line` }
+      }])
+      yield* stillServes(server)
+    }))
+
+  it.scopedLive("takes string and fractional ids, and answers bad messages with the caller's id where it has one", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      server.send(`{"jsonrpc":"2.0","id":"abc","method":"tools/list"}\n`)
+      server.send(`{"jsonrpc":"2.0","id":2.5,"method":"ping"}\n`)
+      server.send(`{"jsonrpc":"2.0","id":"m","method":"no/such/method"}\n`)
+      server.send(`null\n[]\n{"jsonrpc":"2.0","method":"@effect/rpc/Interrupt","params":{"requestId":"abc"}}\n`)
+      server.send(`{"jsonrpc":"2.0","id":"t","method":"tools/call","params":{"name":"rm_rf","arguments":{}}}\n`)
+      expect(((yield* server.message(byId("abc"))).result as { tools: Array<unknown> }).tools).toHaveLength(4)
+      expect(yield* server.message(byId(2.5))).toEqual({ jsonrpc: "2.0", id: 2.5, result: {} })
+      expect(yield* server.message(byId("m"))).toMatchObject({ error: { code: -32601, message: expect.stringMatching(/^unknown method "no\/such\/method"/) } })
+      expect(yield* server.message(byId("t"))).toMatchObject({ error: { code: -32602, message: expect.stringMatching(/^unknown tool "rm_rf": this server has bash, /) } })
+      yield* stillServes(server)
+    }))
+
+  it.scopedLive("answers a line over the size limit and reads on", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      server.send(`{"jsonrpc":"2.0","id":"big","method":"ping","params":{"pad":"${"x".repeat(5 * 1024 * 1024)}"}}\n`)
+      server.send(`{"jsonrpc":"2.0","id":"small","method":"ping"}\n`)
+      expect(yield* server.message(byId("small"))).toEqual({ jsonrpc: "2.0", id: "small", result: {} })
+      expect(yield* server.message((m) => m.id === null)).toMatchObject({
+        error: { code: -32600, message: expect.stringMatching(/^a message of 52429\d\d characters is over the limit of 4194304/) }
+      })
+      yield* stillServes(server)
+    }))
+})
