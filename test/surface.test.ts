@@ -235,7 +235,8 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       const supervisors = path.join(dir, "supervisors")
       const socket = yield* Effect.scoped(Effect.gen(function*() {
         const a = yield* supervisor(dir, "agent-a", ["sleep 60"])
-        expect(a.socket).toBe(path.join(supervisors, `${a.pid}.sock`))
+        // named by PID namespace and pid: supervisors of other namespaces share the directory
+        expect(a.socket).toBe(path.join(supervisors, `${/\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]}-${a.pid}.sock`))
         expect(fs.statSync(a.socket).isSocket()).toBe(true)
         expect(fs.statSync(a.socket).mode & 0o777).toBe(0o600)
         expect(fs.statSync(supervisors).mode & 0o777).toBe(0o700)
