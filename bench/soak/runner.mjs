@@ -1,6 +1,8 @@
-// Runs one scenario N times, as PID 1 of its own PID namespace when the soak
-// could make one, and checks after each iteration what the kernel says is
-// left: live processes, this supervisor's descriptors, its memory.
+// Runs one scenario N times on one containment backend, as PID 1 of its own
+// PID namespace when the soak could make one, and checks after each iteration
+// what the kernel says is left: live processes, corral's cgroups, this
+// supervisor's descriptors, its memory.
+import { randomInt } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -15,6 +17,7 @@ import * as Kernel from "./lib/kernel.mjs"
 const { values: args } = parseArgs({
   options: {
     scenario: { type: "string" },
+    backend: { type: "string" },
     iterations: { type: "string" },
     "flood-bytes": { type: "string" },
     result: { type: "string" },
@@ -24,15 +27,35 @@ const { values: args } = parseArgs({
 // only this scenario's module: what the others import would count in this runner's memory
 const { default: scenario } = await import(`./scenarios/${args.scenario}.mjs`)
 const iterations = Number(args.iterations)
+/** The row of the matrix: the scenario on its backend. */
+const label = `${scenario.id}@${args.backend}`
 const SETTLE_MS = 2000
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Inside the namespace everything but this runner is a leftover; outside, only what carries this runner's shell tags. */
+/** The iteration's tokens (ctx.token): whatever carries one in its argv or environment is the iteration's, however it left. */
+let tokens = new Set()
+
+/**
+ * Inside the namespace everything but this runner is a leftover; outside,
+ * only what carries this runner's shell tags or one of the iteration's tokens.
+ */
 const leftovers = () => {
+  if (args.pidns) return Kernel.liveOthers()
   const ours = `${process.pid}:`
-  return Kernel.liveOthers().filter((p) => args.pidns || (Kernel.shellIdOf(p.pid) ?? "").startsWith(ours))
+  const marked = new Set(Kernel.liveMarked(tokens).map((p) => p.pid))
+  return Kernel.liveOthers().filter((p) => marked.has(p.pid) || (Kernel.shellIdOf(p.pid) ?? "").startsWith(ours))
 }
+
+// a namespace's inode is reused once it is gone: what a dead namespace of the same number left is not this runner's
+const staleCgroups = new Set(args.pidns ? Kernel.corralCgroups() : [])
+
+/**
+ * corral's cgroups left under this PID namespace's name once every
+ * containment of the iteration has been released. Outside a namespace of its
+ * own the runner shares the name with every corral on the machine: not counted.
+ */
+const cgroupLeftovers = () => (args.pidns ? Kernel.corralCgroups().filter((dir) => !staleCgroups.has(dir)) : [])
 
 /** A process may still be on its way out (a watcher after its last stop): give it a moment. */
 const settle = async (probe, done, ms) => {
@@ -45,15 +68,29 @@ const settle = async (probe, done, ms) => {
   return value
 }
 
-const clear = async (processes) => {
-  for (const p of processes) {
-    try {
-      process.kill(p.pid, "SIGKILL")
-    } catch {
-      // already gone
-    }
+const signal = (pid, name) => {
+  try {
+    process.kill(pid, name)
+  } catch {
+    // already gone
   }
-  await settle(leftovers, (live) => live.length === 0, SETTLE_MS)
+}
+
+/** Freezes, then kills, round after round: a pid hopper forks a successor between a scan and a kill. */
+const clear = async () => {
+  const deadline = performance.now() + SETTLE_MS
+  for (;;) {
+    const live = leftovers()
+    if (live.length === 0 || performance.now() > deadline) return live
+    for (const p of live) signal(p.pid, "SIGSTOP")
+    for (const p of leftovers()) signal(p.pid, "SIGKILL")
+    await sleep(5)
+  }
+}
+
+const clearCgroups = async (dirs) => {
+  const deadline = performance.now() + SETTLE_MS
+  while (dirs.some((d) => !Kernel.removeCgroup(d)) && performance.now() < deadline) await sleep(10)
 }
 
 const describeFailure = (cause) =>
@@ -68,11 +105,13 @@ const describeFailure = (cause) =>
   })
 
 const result = {
-  id: scenario.id,
+  id: label,
   iterations,
   ran: 0,
   leftovers: 0,
   leftoverSamples: [],
+  emptyCgroups: 0,
+  cgroupSample: undefined,
   fdLeak: 0,
   maxRss: 0,
   rssAfter: [],
@@ -84,9 +123,17 @@ let fdBaseline
 
 for (let iteration = 1; iteration <= iterations; iteration++) {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-soak-"))
+  tokens = new Set()
   const ctx = {
     iteration,
+    backend: args.backend,
     stateDir,
+    /** A fresh token of 9 digits: put it in what the scenario starts (sleep 6<token>) so the leftover check finds it anywhere. */
+    token: () => {
+      const token = String(randomInt(100_000_000, 1_000_000_000))
+      tokens.add(token)
+      return token
+    },
     floodBytes: Number(args["flood-bytes"]),
     record: (name, value) => (result.samples[name] ??= []).push(value)
   }
@@ -98,14 +145,31 @@ for (let iteration = 1; iteration <= iterations; iteration++) {
   result.ran++
   if (failed !== undefined) {
     result.failures.push({ iteration, message: failed })
-    console.error(`  ${scenario.id} #${iteration}: FAIL ${failed}`)
+    console.error(`  ${label} #${iteration}: FAIL ${failed}`)
   }
   const left = await settle(leftovers, (live) => live.length === 0, SETTLE_MS)
   if (left.length > 0) {
     result.leftovers += left.length
     result.leftoverSamples.push(...left.slice(0, 5).map((p) => `#${iteration} ${Kernel.describe(p)}`))
-    console.error(`  ${scenario.id} #${iteration}: ${left.length} leftover processes: ${left.map(Kernel.describe).join("; ")}`)
-    await clear(left)
+    console.error(`  ${label} #${iteration}: ${left.length} leftover processes: ${left.map(Kernel.describe).join("; ")}`)
+    const still = await clear()
+    if (still.length > 0) console.error(`  ${label} #${iteration}: could not clear ${still.map(Kernel.describe).join("; ")}`)
+  }
+  // A populated one holds processes: a leftover. An empty one is a directory
+  // that a dead supervisor (its watcher does not remove it) left for a later
+  // corral of this PID namespace to reap; this namespace has none, so the
+  // soak counts it apart and removes it, or every run would add to the host's.
+  const cgroups = cgroupLeftovers()
+  if (cgroups.length > 0) {
+    const populated = cgroups.filter(Kernel.cgroupPopulated)
+    if (populated.length > 0) {
+      result.leftovers += populated.length
+      result.leftoverSamples.push(...populated.slice(0, 5).map((dir) => `#${iteration} populated cgroup ${dir}`))
+      console.error(`  ${label} #${iteration}: ${populated.length} populated cgroups left: ${populated.join("; ")}`)
+    }
+    result.emptyCgroups += cgroups.length - populated.length
+    if (result.cgroupSample === undefined) result.cgroupSample = cgroups.find((dir) => !populated.includes(dir))
+    await clearCgroups(cgroups)
   }
   fs.rmSync(stateDir, { recursive: true, force: true })
   // Node keeps a /dev/null descriptor open after its first spawn: the baseline is taken after the first iteration

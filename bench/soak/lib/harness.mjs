@@ -1,6 +1,7 @@
 // What the scenarios share: a registry per iteration, checks that fail the
 // iteration with a message, and waits on the kernel's own view of processes.
-import { isActive, Limits, ProcessTable, ShellRegistry } from "@corral/core"
+import { spawn } from "node:child_process"
+import { Containment, isActive, Limits, ProcessTable, ShellRegistry } from "@corral/core"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,13 +18,24 @@ export class SoakFailure extends Data.TaggedError("SoakFailure") {}
 
 export const failure = (message) => new SoakFailure({ message })
 
-/** The registry under test, with its process table and limits, released when the iteration ends. */
-export const registryLayer = (ctx, limits = {}) =>
-  ShellRegistry.layer({ name: "corral-soak", stateDir: ctx.stateDir }).pipe(
+/**
+ * Containment for `ctx.backend` ("cgroup" or "procScan"; auto when absent),
+ * with its process table and limits: what ProcessGroup.spawn needs.
+ */
+export const containmentLayer = (ctx, limits = {}) =>
+  Containment.layer(ctx.backend).pipe(
     Layer.provideMerge(Layer.mergeAll(Limits.layerWith({ grace: Duration.millis(GRACE_MS), ...limits }), ProcessTable.layer))
   )
 
+/** The registry under test, on `ctx.backend`, with its process table and limits, released when the iteration ends. */
+export const registryLayer = (ctx, limits = {}) =>
+  ShellRegistry.layer({ name: "corral-soak", stateDir: ctx.stateDir }).pipe(Layer.provideMerge(containmentLayer(ctx, limits)))
+
 export const withRegistry = (ctx, program, limits) => Effect.provide(program, registryLayer(ctx, limits))
+
+/** For scenarios that spawn process groups themselves: a scope, and containment on `ctx.backend`. */
+export const withContainment = (ctx, program, limits) =>
+  Effect.provide(Effect.scoped(program), containmentLayer(ctx, limits))
 
 export const check = (holds, message) => (holds ? Effect.void : failure(message))
 
@@ -49,11 +61,11 @@ export const start = (command, options = {}) =>
   Effect.flatMap(ShellRegistry, (registry) => registry.start({ command, ...options }, { owner: OWNER }))
 
 /** Stops a shell through the registry, then checks with the kernel that nothing of it is alive. */
-export const killConfirmed = (shell) =>
+export const killConfirmed = (shell, tokens = []) =>
   Effect.gen(function*() {
     const registry = yield* ShellRegistry
     const report = yield* registry.kill(shell.id, { owner: OWNER })
-    const live = Kernel.liveMembers(shell)
+    const live = Kernel.liveMembers(shell, tokens)
     yield* check(
       live.length === 0,
       `kill of ${shell.id} (${shell.command}) returned while ${live.length} of its processes were alive: ${live.map(Kernel.describe).join("; ")}`
@@ -75,3 +87,67 @@ export const awaitFinal = (shell, timeoutMs = 10_000) =>
       yield* Effect.sleep(Duration.millis(10))
     }
   })
+
+/** Fails at the first check, over `ms`, that finds a live process marked with the token: a surviving pid hopper keeps reappearing. */
+export const staysGone = (what, token, ms = 300) =>
+  Effect.gen(function*() {
+    const until = performance.now() + ms
+    do {
+      const live = Kernel.liveMarked([token])
+      if (live.length > 0) return yield* failure(`${what}: ${live.length} process(es) alive: ${live.map(Kernel.describe).join("; ")}`)
+      yield* Effect.sleep(Duration.millis(10))
+    } while (performance.now() < until)
+  })
+
+const signal = (pid, name) => {
+  try {
+    process.kill(pid, name)
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * Freezes, then kills, whatever carries the token, round after round until
+ * nothing does: a hopper forks a successor between a scan and a kill. For
+ * finalizers, so a failed iteration leaves nothing running.
+ */
+export const killMarked = (token) =>
+  Effect.promise(async () => {
+    for (let round = 0; round < 100; round++) {
+      const live = Kernel.liveMarked([token]).filter((p) => p.pid > 1)
+      if (live.length === 0) return
+      for (const p of live) signal(p.pid, "SIGSTOP")
+      for (const p of Kernel.liveMarked([token])) if (p.pid > 1) signal(p.pid, "SIGKILL")
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  })
+
+/** A token the scenario puts in what it starts, also counted by the runner's leftover check; killed with killMarked when the scope closes. */
+export const markedToken = (ctx) =>
+  Effect.acquireRelease(Effect.sync(() => ctx.token()), killMarked)
+
+export const corralBin = new URL("../../../packages/cli/bin/corral.js", import.meta.url).pathname
+
+/**
+ * Runs the corral CLI (`node corral.js ...argv`) on `ctx.backend`, with the
+ * token in its environment (CORRAL_SOAK_TOKEN), which its watcher and
+ * children inherit. SIGKILLed when the scope closes if still running.
+ */
+export const spawnCorral = (ctx, token, argv) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = spawn(process.execPath, [corralBin, ...argv], {
+        stdio: ["ignore", "ignore", "pipe"],
+        env: { ...process.env, CORRAL_CONTAINMENT: ctx.backend ?? "auto", CORRAL_SOAK_TOKEN: token }
+      })
+      let stderr = ""
+      child.stderr.setEncoding("utf8")
+      child.stderr.on("data", (chunk) => {
+        if (stderr.length < 4096) stderr += chunk
+      })
+      const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })))
+      return { child, exited: Effect.promise(() => exited), stderr: () => stderr.trim() }
+    }),
+    ({ child }) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+  )

@@ -52,9 +52,13 @@ export const commandLine = (pid) => (readText(`/proc/${pid}/cmdline`) ?? "").spl
 /** Live processes other than this one. */
 export const liveOthers = () => scan().filter((p) => p.pid !== process.pid && isAlive(p))
 
-/** Live processes of a shell: its session or group, or anywhere carrying its tag. */
-export const liveMembers = ({ pid, tag }) =>
-  liveOthers().filter((p) => p.sid === pid || p.pgid === pid || (tag !== undefined && shellIdOf(p.pid) === tag))
+/** Live processes of a shell: its session or group, anywhere carrying its tag, or marked with one of `tokens` (see liveMarked). */
+export const liveMembers = ({ pid, tag }, tokens = []) => {
+  const marked = new Set(liveMarked(tokens).map((p) => p.pid))
+  return liveOthers().filter((p) =>
+    p.sid === pid || p.pgid === pid || (tag !== undefined && shellIdOf(p.pid) === tag) || marked.has(p.pid)
+  )
+}
 
 export const describe = (p) => `${p.pid} ${p.state} ${JSON.stringify(commandLine(p.pid) || p.comm)}`
 
@@ -73,4 +77,83 @@ export const resetPeakRss = () => {
   } catch {
     return false
   }
+}
+
+export const environ = (pid) => readText(`/proc/${pid}/environ`) ?? ""
+
+/**
+ * Live processes other than this one whose argv or environment holds one of
+ * the tokens. A scenario puts a token in what it starts (`sleep 6<token>`,
+ * an environment variable), so a process that left the session and the
+ * group and stripped its environment (setsid env -i) is still found.
+ */
+export const liveMarked = (tokens) => {
+  const list = [...tokens]
+  if (list.length === 0) return []
+  return liveOthers().filter((p) => {
+    const cmd = readText(`/proc/${p.pid}/cmdline`) ?? ""
+    const env = environ(p.pid)
+    return list.some((t) => cmd.includes(t) || env.includes(t))
+  })
+}
+
+/** The inode of this process's PID namespace. */
+export const pidNamespace = () => Number(/\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))?.[1] ?? 0)
+
+const cgroupHome = () => {
+  const mount = (readText("/proc/self/mountinfo") ?? "").split("\n").map((l) => l.split(" - "))
+    .find(([, rest]) => rest?.startsWith("cgroup2 "))?.[0]?.split(" ")
+  const own = /^0::(.*)$/m.exec(readText("/proc/self/cgroup") ?? "")?.[1]
+  if (mount === undefined || mount[3] !== "/" || own === undefined) return undefined
+  return `${mount[4]}${own === "/" ? "" : own}`
+}
+
+const subdirs = (dir) => {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `${dir}/${e.name}`)
+  } catch {
+    return []
+  }
+}
+
+/**
+ * The cgroups corral's cgroup backend made for supervisors of this PID
+ * namespace (`corral-<uid>-<pidns>-<pid>-...`), anywhere below this
+ * process's cgroup. Each is removed when its supervisor's containment is
+ * released: one still there is a leftover.
+ */
+export const corralCgroups = () => {
+  const home = cgroupHome()
+  if (home === undefined) return []
+  const mine = new RegExp(`^corral-\\d+-${pidNamespace()}-`)
+  const found = []
+  const walk = (dir, depth) => {
+    for (const sub of subdirs(dir)) {
+      if (mine.test(sub.slice(sub.lastIndexOf("/") + 1))) found.push(sub)
+      else if (depth < 8) walk(sub, depth + 1)
+    }
+  }
+  walk(home, 0)
+  return found
+}
+
+export const cgroupPopulated = (dir) => /^populated 1$/m.test(readText(`${dir}/cgroup.events`) ?? "")
+
+/** Kills what is in the cgroup and removes it with the cgroups below it, deepest first. */
+export const removeCgroup = (dir) => {
+  try {
+    fs.writeFileSync(`${dir}/cgroup.kill`, "1")
+  } catch {
+    // no cgroup.kill (Linux < 5.14) or already gone
+  }
+  const remove = (d) => {
+    for (const sub of subdirs(d)) remove(sub)
+    try {
+      fs.rmdirSync(d)
+    } catch {
+      // still populated: the caller retries
+    }
+  }
+  remove(dir)
+  return !fs.existsSync(dir)
 }

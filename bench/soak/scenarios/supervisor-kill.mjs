@@ -17,14 +17,14 @@ export default {
   run: (ctx) =>
     Effect.scoped(Effect.gen(function*() {
       const child = yield* Effect.acquireRelease(
-        Effect.sync(() => spawn(process.execPath, [supervisorPath, ctx.stateDir], { stdio: ["ignore", "pipe", "inherit"] })),
+        Effect.sync(() => spawn(process.execPath, [supervisorPath, ctx.stateDir, ctx.backend], { stdio: ["ignore", "pipe", "inherit"] })),
         (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
       )
       const { shells } = JSON.parse(yield* firstLine(child))
       const watcher = yield* waitFor("the supervisor's watcher process", () =>
         Kernel.scan().find((p) => p.ppid === child.pid && Kernel.commandLine(p.pid).includes("watcherMain")))
       yield* awaitIdle(watcher.pid)
-      const alive = shells.flatMap(Kernel.liveMembers)
+      const alive = shells.flatMap((s) => Kernel.liveMembers(s))
       const expected = SHELLS.reduce((n, s) => n + s.members, 0)
       yield* check(alive.length >= expected, `only ${alive.length} of ${expected} shell processes were running before the kill`)
       const killedAt = performance.now()

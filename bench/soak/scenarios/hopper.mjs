@@ -1,0 +1,35 @@
+// A TERM-ignoring pid hopper: each process forks its successor and exits
+// within a few milliseconds, so a pid seen in one scan is gone by the next.
+// Stopped with a short grace; a hopper that survived would keep reappearing,
+// so it must stay gone for 300 ms after the stop.
+import * as Effect from "effect/Effect"
+import * as Duration from "effect/Duration"
+import * as Kernel from "../lib/kernel.mjs"
+import { check, killConfirmed, markedToken, start, staysGone, waitFor, withRegistry } from "../lib/harness.mjs"
+
+const GRACE_MS = 200
+
+const hopper = (token) => `export HOP='trap "" TERM; : ${token}; sleep 0.003; sh -c "$HOP" & exit 0'; sh -c "$HOP"; sleep 600`
+
+export default {
+  id: "hopper",
+  summary: `TERM-ignoring pid hopper, stopped with a ${GRACE_MS} ms grace; stays gone 300 ms`,
+  orphans: true,
+  run: (ctx) =>
+    withRegistry(ctx, Effect.scoped(Effect.gen(function*() {
+      const token = yield* markedToken(ctx)
+      const shell = yield* start(hopper(token))
+      // hopping: two generations seen, then a while longer so it is well under way
+      const seen = new Set()
+      yield* waitFor(`the hopper (token ${token}) to hop`, () => {
+        for (const p of Kernel.liveMarked([token])) if (p.comm === "sh" && p.pid !== shell.pid) seen.add(p.pid)
+        return seen.size >= 3 ? true : undefined
+      })
+      yield* Effect.sleep(Duration.millis(100))
+      const report = yield* killConfirmed(shell, [token])
+      yield* check(report.escalated && report.killed > 0, `a TERM-ignoring hopper was stopped without SIGKILL: ${JSON.stringify(report)}`)
+      yield* check(report.containment === ctx.backend, `the stop of ${shell.id} ran on ${report.containment}, not ${ctx.backend}`)
+      yield* staysGone(`the hopper after the stop of ${shell.id}`, token, 300)
+      ctx.record("stop ms", report.durationMs)
+    })), { grace: Duration.millis(GRACE_MS) })
+}
