@@ -4,11 +4,14 @@
  * (SIGKILL included). See `internal/watcherMain.ts`.
  */
 import { spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import type { Writable } from "node:stream"
+import type { Stream } from "node:stream"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
 import { Limits } from "./Limits.js"
@@ -25,7 +28,8 @@ export type WatcherMessage =
  * the shell's stop, so there is no moment when a shell runs unwatched.
  */
 export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
-  readonly pid: number
+  /** The watcher process now: another replaces one that dies. */
+  readonly pid: Effect.Effect<number>
   readonly add: (key: string, target: StopTarget) => Effect.Effect<void>
   readonly remove: (key: string) => Effect.Effect<void>
   /** Watches the group for the scope's lifetime. */
@@ -37,12 +41,69 @@ export const keyOf = (target: StopTarget): string => target.shellId ?? `pgid:${t
 
 const mainPath = fileURLToPath(new URL("./internal/watcherMain.js", import.meta.url))
 
+const startProcess = (args: string): ChildProcess => {
+  const env = { ...process.env }
+  delete env.CORRAL_SHELL_ID
+  const child = spawn(process.execPath, [mainPath, args], {
+    detached: true,
+    // stdin: the announcements; stdout: "ready" once it can stop groups at once
+    stdio: ["pipe", "pipe", "ignore"],
+    env
+  })
+  child.unref()
+  // the pipe is the supervisor's lifeline to the watcher, not a reason to stay alive
+  for (const pipe of [child.stdin, child.stdout]) (pipe as Stream & { unref?: () => void }).unref?.()
+  child.stdin!.on("error", () => {})
+  child.on("error", (error) => {
+    process.emitWarning(`corral: the watcher could not start (${error.message}): shells will not be stopped if this process is killed`)
+  })
+  return child
+}
+
+const write = (child: ChildProcess, message: WatcherMessage) => {
+  if (child.stdin!.writable) child.stdin!.write(JSON.stringify(message) + "\n")
+}
+
+/** Waits until the watcher process has ended, or could not start; says how. */
+const ended = (child: ChildProcess) =>
+  Effect.async<string>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.succeed(child.signalCode ?? `exit ${child.exitCode}`))
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => resume(Effect.succeed(signal ?? `exit ${code}`))
+    const onError = (error: Error) => resume(Effect.succeed(error.message))
+    child.once("exit", onExit)
+    child.once("error", onError)
+    return Effect.sync(() => {
+      child.off("exit", onExit)
+      child.off("error", onError)
+    })
+  })
+
+/** Waits until the watcher has loaded its stop code, or has ended. */
+const ready = (child: ChildProcess) =>
+  Effect.async<void>((resume) => {
+    const done = () => resume(Effect.void)
+    child.stdout!.once("data", done)
+    child.once("exit", done)
+    child.once("error", done)
+    return Effect.sync(() => {
+      child.stdout!.off("data", done)
+      child.off("exit", done)
+      child.off("error", done)
+    })
+  })
+
+/** A watcher that dies sooner than this after its start is not replaced sooner than this either. */
+const restartInterval = Duration.seconds(1)
+
 /**
- * Starts the watcher for this supervisor. Releasing it with nothing left to
- * watch kills it, which is at once; with groups still announced it closes
- * the pipe, so the watcher stops them. Either way the release waits for its
- * exit: no watcher outlives a clean supervisor, or becomes a zombie of a PID
- * 1 that never reaps.
+ * Starts the watcher for this supervisor, and another whenever it dies (kill
+ * -9 by someone, the OOM killer): the replacement is told every group still
+ * announced, so a SIGKILL of the supervisor stops them all the same.
+ *
+ * Releasing it with nothing left to watch kills it, which is at once; with
+ * groups still announced it closes the pipe, so the watcher stops them.
+ * Either way the release waits for its exit: no watcher outlives a clean
+ * supervisor, or becomes a zombie of a PID 1 that never reaps.
  */
 export const make = Effect.gen(function*() {
   const limits = yield* Limits
@@ -51,42 +112,50 @@ export const make = Effect.gen(function*() {
     killTimeout: Duration.toMillis(limits.killTimeout),
     killInterval: Duration.toMillis(limits.killInterval)
   })
-  const watched = new Set<string>()
-  const child = yield* Effect.acquireRelease(
-    Effect.sync(() => {
-      const env = { ...process.env }
-      delete env.CORRAL_SHELL_ID
-      const child = spawn(process.execPath, [mainPath, args], {
-        detached: true,
-        stdio: ["pipe", "ignore", "ignore"],
-        env
-      })
-      child.unref()
-      // the pipe is the supervisor's lifeline to the watcher, not a reason to stay alive
-      ;(child.stdin as Writable & { unref?: () => void }).unref?.()
-      child.stdin!.on("error", () => {})
-      child.on("error", (error) => {
-        process.emitWarning(`corral: the watcher could not start (${error.message}): shells will not be stopped if this process is killed`)
-      })
-      return child
-    }),
-    (child) =>
-      Effect.async<void>((resume) => {
-        if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
-        child.once("exit", () => resume(Effect.void))
-        child.ref() // keep this process alive until the watcher has gone
-        if (watched.size === 0) child.kill("SIGKILL")
-        else child.stdin!.end()
-      }).pipe(Effect.timeout(Duration.seconds(5)), Effect.ignore)
+  // what the watcher was told, for a replacement; changed, like `current`, only under `lock`
+  const watched = new Map<string, StopTarget>()
+  const lock = yield* Effect.makeSemaphore(1)
+  const current = yield* Effect.acquireRelease(
+    Effect.flatMap(Effect.sync(() => startProcess(args)), Ref.make),
+    (current) =>
+      Effect.flatMap(Ref.get(current), (child) =>
+        Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
+          child.once("exit", () => resume(Effect.void))
+          child.ref() // keep this process alive until the watcher has gone
+          if (watched.size === 0) child.kill("SIGKILL")
+          else child.stdin!.end()
+        })).pipe(Effect.timeout(Duration.seconds(5)), Effect.ignore)
   )
-  const send = (message: WatcherMessage) =>
-    Effect.sync(() => {
-      if (child.stdin!.writable) child.stdin!.write(JSON.stringify(message) + "\n")
-    })
-  const add = (key: string, target: StopTarget) => Effect.zipRight(Effect.sync(() => watched.add(key)), send({ op: "add", key, target }))
-  const remove = (key: string) => Effect.zipRight(Effect.sync(() => watched.delete(key)), send({ op: "remove", key }))
+
+  const replaceWhenDead = Effect.gen(function*() {
+    const child = yield* Ref.get(current)
+    const startedAt = yield* Clock.currentTimeMillis
+    const how = yield* ended(child)
+    // a watcher that cannot stay up is not restarted in a tight loop
+    const lived = Duration.millis((yield* Clock.currentTimeMillis) - startedAt)
+    if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
+    const replacement = yield* lock.withPermits(1)(Effect.gen(function*() {
+      const next = startProcess(args)
+      for (const [key, target] of watched) write(next, { op: "add", key, target })
+      yield* Ref.set(current, next)
+      return next
+    }))
+    yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
+    yield* Effect.logWarning(
+      `the watcher (pid ${child.pid ?? "none"}) ended (${how}); ` +
+        `its replacement (pid ${replacement.pid ?? "none"}) watches the ${watched.size} group(s) still running`
+    )
+  })
+  // forked after the release above is registered, so interrupted before it runs: a release is no death
+  yield* Effect.forkScoped(Effect.forever(replaceWhenDead))
+
+  const send = (message: WatcherMessage, update: () => void) =>
+    lock.withPermits(1)(Effect.flatMap(Ref.get(current), (child) => Effect.sync(() => (update(), write(child, message)))))
+  const add = (key: string, target: StopTarget) => send({ op: "add", key, target }, () => watched.set(key, target))
+  const remove = (key: string) => send({ op: "remove", key }, () => watched.delete(key))
   return Watcher.of({
-    pid: child.pid ?? 0,
+    pid: Effect.map(Ref.get(current), (child) => child.pid ?? 0),
     add,
     remove,
     guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target)))

@@ -295,6 +295,8 @@ describe("reaping at registry start", () => {
         const prefix = `${ready.supervisor}:`
         const [watcher] = watchersOf(ready.supervisor)
         expect(watcher).toBeDefined()
+        // held still, the supervisor cannot replace its watcher before it dies too
+        process.kill(ready.supervisor, "SIGSTOP")
         process.kill(watcher!.pid, "SIGKILL")
         yield* eventually(`watcher ${watcher!.pid} to die`, Effect.sync(() => (isRunning(watcher!.pid) ? undefined : true)))
         process.kill(ready.supervisor, "SIGKILL")

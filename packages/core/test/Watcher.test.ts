@@ -10,6 +10,7 @@ import type { StopTarget } from "@corral/core/GroupStop"
 import type { WatcherMessage } from "@corral/core/Watcher"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import { inPidNamespace } from "./helpers.js"
 import {
   catches,
@@ -139,6 +140,43 @@ describe("a supervisor killed with SIGKILL", () => {
         console.log(`supervisor SIGKILLed: its shells were gone after ${Date.now() - killedAt} ms (grace ${supervisorGrace} ms)`)
         yield* exitOf(child)
         yield* eventually(`watcher ${watcher!.pid} to exit`, Effect.sync(() => (isRunning(watcher!.pid) ? undefined : true)))
+      }))
+  )
+})
+
+describe("a watcher that dies", () => {
+  it.live.skipIf(!inPidNamespace)(
+    `is replaced and told every shell: SIGKILLed after that, the supervisor leaves nothing ${supervisorGrace} ms + 1 s later (orphans the shells on purpose: needs the PID namespace of \`npm test\`)`,
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const stateDir = yield* tempStateDir
+        const { child, ready } = yield* startSupervisor(stateDir)
+        const prefix = `${ready.supervisor}:`
+        const [first] = watchersOf(ready.supervisor)
+        expect(first).toBeDefined()
+        yield* loaded(first!.pid)
+        const warned = yield* Effect.fork(lineOf(child, /the watcher \(pid \d+\) ended/))
+
+        process.kill(first!.pid, "SIGKILL")
+        const replacement = yield* eventually(
+          "a replacement watcher",
+          Effect.sync(() => watchersOf(ready.supervisor).find((w) => w.pid !== first!.pid))
+        )
+        // said once the replacement has its stop code loaded: from then on, a stop starts at once
+        const warning = yield* Fiber.join(warned)
+        expect(warning).toContain(`the watcher (pid ${first!.pid}) ended (SIGKILL)`)
+        expect(warning).toContain(`its replacement (pid ${replacement.pid}) watches the 3 group(s) still running`)
+
+        const killedAt = Date.now()
+        process.kill(ready.supervisor, "SIGKILL")
+        yield* eventually(
+          `every process of ${prefix}* gone`,
+          Effect.sync(() => (shellProcesses(prefix).length === 0 ? true : undefined)),
+          supervisorGrace + 1000
+        )
+        console.log(`watcher replaced, then supervisor SIGKILLed: its shells were gone after ${Date.now() - killedAt} ms (grace ${supervisorGrace} ms)`)
+        yield* exitOf(child)
+        yield* eventually(`watcher ${replacement.pid} to exit`, Effect.sync(() => (isRunning(replacement.pid) ? undefined : true)))
       }))
   )
 })

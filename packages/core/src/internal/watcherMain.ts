@@ -5,6 +5,7 @@
  * still announced is stopped with the supervisor's own TERM, grace, KILL
  * policy. It never learns of, and so never signals, any other group.
  */
+import * as fs from "node:fs"
 import type { StopTarget } from "../GroupStop.js"
 import type { WatcherMessage } from "../Watcher.js"
 
@@ -18,6 +19,15 @@ const stopCode = Promise.all([
   import("../Limits.js"),
   import("../ProcessTable.js")
 ])
+
+// stdout tells the supervisor once the stop code is in: from then on a stop starts at once
+void stopCode.then(() => {
+  try {
+    fs.writeSync(1, "ready\n")
+  } catch {
+    // no one reads it (the supervisor died meanwhile, or did not ask): nothing to tell
+  }
+})
 
 const limits = JSON.parse(process.argv[2] ?? "{}") as Record<string, number>
 const targets = new Map<string, StopTarget>()
