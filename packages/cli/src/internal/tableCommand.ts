@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
+import * as StderrLogger from "./stderrLogger.js"
 import { printError } from "./stdio.js"
 import { UsageError } from "./usageError.js"
 
@@ -56,15 +56,6 @@ const exitCodeOf = (error: CommandError) =>
   error._tag === "UsageError" || error._tag === "InvalidShellId" ? BadUsage : Failed
 
 /**
- * What corral logs (a journal it set aside, say) goes to stderr as one line:
- * stdout is the command's output, `--json` included.
- */
-const stderrLogger = Logger.make(({ logLevel, message }) => {
-  const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
-  printError(`${logLevel._tag === "Warning" ? "warning" : logLevel.label.toLowerCase()}: ${text}`)
-})
-
-/**
  * Runs a command to its exit status, which it sets on the process. A usage
  * error also points at the command's help.
  */
@@ -83,7 +74,7 @@ export const run = <E extends CommandError, R>(
         return exitCodeOf(error)
       })
     ),
-    Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger))
+    Effect.provide(StderrLogger.layer)
   )
   void Effect.runPromiseExit(handled).then((exit) => {
     if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
