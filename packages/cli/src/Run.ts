@@ -21,6 +21,7 @@ import * as ExitCode from "./internal/exitCode.js"
 import type { RunArgs } from "./internal/runArgs.js"
 import * as RunArgsParser from "./internal/runArgs.js"
 import * as Signals from "./internal/signals.js"
+import * as StderrLogger from "./internal/stderrLogger.js"
 import { printError, writeOut } from "./internal/stdio.js"
 import * as StopReport from "./internal/stopReport.js"
 import type { UsageError } from "./internal/usageError.js"
@@ -162,7 +163,11 @@ const program = (argv: ReadonlyArray<string>) =>
     const parsed = yield* RunArgsParser.parse(argv)
     if (parsed._tag === "Help") return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
     return yield* Effect.provide(supervise(parsed.args), layer(parsed.args))
-  }).pipe(Effect.catchAll((error: RunError) => Effect.as(say(messageOf(error)), exitCodeOf(error))))
+  }).pipe(
+    Effect.catchAll((error: RunError) => Effect.as(say(messageOf(error)), exitCodeOf(error))),
+    // CMD owns stdout: corral's own warnings go to stderr
+    Effect.provide(StderrLogger.layer)
+  )
 
 /** Runs `corral run` with the words after `run`; sets the process's exit code when done. */
 export const main = (argv: ReadonlyArray<string>): void => {
