@@ -1,16 +1,17 @@
 /**
- * The stop: SIGTERM and SIGCONT to every member, a zombie-aware wait for the
- * shell to empty, then a bounded kill loop. Who the members are, and how a
+ * The stop: the stop signal (SIGTERM unless told) and SIGCONT to every
+ * member, a zombie-aware wait for the shell to empty, then a bounded kill loop. Who the members are, and how a
  * kill reaches all of them, is the membership's business (a cgroup, or a
  * process-table scan); the sequence is the same for both. Many shells stop
  * together with one process-table scan per tick.
  */
+import { constants } from "node:os"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { Limits } from "./Limits.js"
 import type { Live, Membership } from "./internal/membership.js"
-import type { ProcessInfo } from "./ProcessTable.js"
+import type { ProcessInfo, Signal } from "./ProcessTable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
@@ -34,6 +35,20 @@ export type Backend = "cgroup" | "pidns" | "procScan"
 export const backendOf = (target: StopTarget): Backend =>
   target.cgroup !== undefined ? "cgroup" : target.pidns ? "pidns" : "procScan"
 
+/** Signals `unshare` blocks or does not die of: 0, INT, TERM, KILL (it dies, and the namespace with it: meant), CONT, STOP, and the default-ignored. */
+const sparing: ReadonlySet<number> = new Set([
+  0,
+  ...(["SIGINT", "SIGTERM", "SIGKILL", "SIGCONT", "SIGSTOP", "SIGCHLD", "SIGWINCH", "SIGURG"] as const).map((s) => constants.signals[s])
+])
+
+/**
+ * Whether a PID-namespace shell's leader, `unshare`, may get `signal` with
+ * the rest of its group. Any other signal would kill it, and `--kill-child`
+ * would then SIGKILL the namespace before the command could act on it.
+ */
+export const pidnsLeaderSurvives = (signal: Signal): boolean =>
+  sparing.has(typeof signal === "number" ? signal : constants.signals[signal])
+
 export interface StopReport {
   readonly pgid: number
   /** How membership was known: `cgroup` or `pidns` (exact), or `procScan` (group, session, tag and descendants). */
@@ -54,6 +69,8 @@ export interface StopReport {
 
 export interface StopOptions {
   readonly grace?: Duration.DurationInput | undefined
+  /** The first signal, sent to every member before the grace (default SIGTERM), as `timeout -s`. */
+  readonly signal?: Signal | undefined
   /**
    * Events after which the group may have emptied (the leader's exit, its
    * pipes closing). Each one ends the current pause early, once.
@@ -74,16 +91,18 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const began = yield* Clock.currentTimeMillis
   const wake = makeWake(options?.wakeOn ?? [])
 
+  const first = options?.signal ?? "SIGTERM"
+
   let live = yield* members.scan
   const initial = live.map((l) => l.length)
-  yield* members.signal(live, "SIGTERM")
+  yield* members.signal(live, first)
   yield* members.signal(live, "SIGCONT")
-  // a member first seen later (born since, or not yet in its cgroup) gets its SIGTERM then
+  // a member first seen later (born since, or not yet in its cgroup) gets the first signal then
   const termed = new Set(live.flatMap((ps) => ps.map(keyOf)))
   const termNewcomers = (found: Live) => {
     const fresh = found.map((ps) => ps.filter((p) => !termed.has(keyOf(p))))
     fresh.forEach((ps) => ps.forEach((p) => termed.add(keyOf(p))))
-    return Effect.zipRight(members.signalEach(fresh, "SIGTERM"), members.signalEach(fresh, "SIGCONT"))
+    return Effect.zipRight(members.signalEach(fresh, first), members.signalEach(fresh, "SIGCONT"))
   }
   live = yield* pollUntilEmpty(members, wake, live, began + grace, termNewcomers)
   const killed = live.map((l) => l.length)

@@ -35,6 +35,12 @@ export interface SpawnSpec {
   readonly shellId?: string | undefined
   /** `pipe` (default) captures output and gives no stdin; `inherit` passes all three through. */
   readonly stdio?: "pipe" | "inherit" | undefined
+  /**
+   * Signal numbers the command starts with ignored, as timeout(1) passes on
+   * what its caller ignored. Node's spawn resets every disposition, so a
+   * one-line sh sets them and execs the command.
+   */
+  readonly ignoredSignals?: ReadonlyArray<number> | undefined
 }
 
 export type ExitStatus =
@@ -159,17 +165,22 @@ const checkExecutable = (file: string, env: Readonly<Record<string, string | und
   return new SpawnError({ file, code, cause: undefined })
 }
 
+/** `file args` with `signals` ignored: an ignored disposition is the one thing exec keeps. */
+const ignoring = (signals: ReadonlyArray<number>, file: string, args: ReadonlyArray<string>): readonly [string, ReadonlyArray<string>] =>
+  signals.length === 0 ? [file, args] : ["/bin/sh", ["-c", `trap '' ${signals.join(" ")}; exec "$@"`, "sh", file, ...args]]
+
 const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
   Effect.async<ChildProcess, SpawnError>((resume) => {
     const [command, commandArgs] = typeof spec.command === "string"
       ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
       : [spec.command[0]!, spec.command.slice(1)]
     const env = { ...process.env, ...spec.env }
-    if (cell.backend !== "procScan") {
+    const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
+    if (cell.backend !== "procScan" || ignored.length > 0) {
       const missing = checkExecutable(command, env, spec.cwd)
       if (missing !== undefined) return resume(Effect.fail(missing))
     }
-    const [file, args] = cell.wrap(command, commandArgs)
+    const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs))
     const child = spawnChild(file, args, {
       cwd: spec.cwd,
       env: { ...env, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(env, shellId) },

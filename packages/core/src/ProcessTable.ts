@@ -24,7 +24,8 @@ export interface ProcessInfo {
   readonly comm: string
 }
 
-export type Signal = "SIGTERM" | "SIGCONT" | "SIGKILL" | "SIGINT" | "SIGHUP" | "SIGSTOP"
+/** A signal by name, or by number where Node has no name for it (real-time signals, or 0 to probe). */
+export type Signal = NodeJS.Signals | number
 
 export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<ProcessTable, {
   /** Every process the table can see, zombies included. */

@@ -21,7 +21,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StopTarget } from "../GroupStop.js"
-import { backendOf } from "../GroupStop.js"
+import { backendOf, pidnsLeaderSurvives } from "../GroupStop.js"
 import type { ProcessInfo, Signal } from "../ProcessTable.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
@@ -74,17 +74,21 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
       if (accepted && signal in tally[i]!) tally[i]![signal as keyof Tally] += 1
     })
 
-  /** The shell's own groups get one group signal each; anyone else (an escaper) is signalled by pid. */
+  /**
+   * The shell's own groups get one group signal each; anyone else (an
+   * escaper) is signalled by pid, and so is every member but `unshare` when
+   * the signal would kill that leader of a PID namespace.
+   */
   const signalTarget = (i: number, members: ReadonlyArray<ProcessInfo>, signal: Signal) =>
     Effect.gen(function*() {
       const target = targets[i]!
       const groups = new Set<number>()
+      const aroundLeader = target.pidns === true && !pidnsLeaderSurvives(signal)
       for (const p of members) {
-        if (p.sid === target.sid || p.pgid === target.pgid) groups.add(p.pgid)
-        else {
-          escaped[i]!.add(p.pid)
-          yield* send(i, p.pid, signal)
-        }
+        const own = p.sid === target.sid || p.pgid === target.pgid
+        if (!own) escaped[i]!.add(p.pid)
+        if (own && !aroundLeader) groups.add(p.pgid)
+        else if (p.pid !== target.pgid) yield* send(i, p.pid, signal)
       }
       for (const pgid of groups) yield* send(i, -pgid, signal)
     })
