@@ -140,7 +140,12 @@ const runScenario = ({ scenario, backend, id }) =>
       clearTimeout(timer)
       const seconds = (performance.now() - began) / 1000
       try {
-        resolve({ ...JSON.parse(fs.readFileSync(resultFile, "utf8")), seconds })
+        const result = JSON.parse(fs.readFileSync(resultFile, "utf8"))
+        // the runner writes its result after each iteration: one killed midway leaves the iterations it finished
+        if (code !== 0) {
+          result.failures.push({ iteration: result.ran + 1, message: `runner died (${signal ?? `exit ${code}`}) after ${result.ran} iteration(s)` })
+        }
+        resolve({ ...result, seconds })
       } catch {
         resolve({ id, iterations, ran: 0, leftovers: 0, leftoverSamples: [], fdLeak: 0, maxRss: 0, rssAfter: [], heapAfter: [], samples: {}, seconds, failures: [{ iteration: 0, message: `runner died (${signal ?? `exit ${code}`}) without a result` }] })
       }

@@ -30,6 +30,9 @@ const iterations = Number(args.iterations)
 /** The row of the matrix: the scenario on its backend. */
 const label = `${scenario.id}@${args.backend}`
 const SETTLE_MS = 2000
+/** How long past its timeout an iteration may take to unwind before the runner gives up on it. */
+const HUNG_MS = 15_000
+let hung = false
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -139,9 +142,18 @@ for (let iteration = 1; iteration <= iterations; iteration++) {
   }
   Kernel.resetPeakRss()
   // only the message is kept: a failed Exit holds on to the fiber's context, the registry's buffers included
-  const failed = await Effect.runPromiseExit(scenario.run(ctx).pipe(Effect.timeout(scenario.timeoutMs ?? 30_000))).then(
-    (exit) => (Exit.isFailure(exit) ? describeFailure(exit.cause) : undefined)
-  )
+  const timeoutMs = scenario.timeoutMs ?? 30_000
+  const failed = await Promise.race([
+    Effect.runPromiseExit(scenario.run(ctx).pipe(Effect.timeout(timeoutMs))).then(
+      (exit) => (Exit.isFailure(exit) ? describeFailure(exit.cause) : undefined)
+    ),
+    // the timeout interrupts the iteration, and the interruption waits for its finalizers: one that never returns would hang the runner
+    sleep(timeoutMs + HUNG_MS).then(() => {
+      hung = true
+      return `hung: still running ${(timeoutMs + HUNG_MS) / 1000} s after it began, though its ${timeoutMs / 1000} s timeout interrupted it ` +
+        `(an uninterruptible stop, or a finalizer that never returns); no further iteration runs`
+    })
+  ])
   result.ran++
   if (failed !== undefined) {
     result.failures.push({ iteration, message: failed })
@@ -184,6 +196,9 @@ for (let iteration = 1; iteration <= iterations; iteration++) {
   const memory = process.memoryUsage()
   result.rssAfter.push(memory.rss)
   result.heapAfter.push(memory.heapUsed + memory.arrayBuffers)
+  // after every iteration: a runner killed later (the soak's own limit) still leaves what it found
+  fs.writeFileSync(args.result, JSON.stringify(result))
+  if (hung) break
 }
 
 fs.writeFileSync(args.result, JSON.stringify(result))
