@@ -5,6 +5,7 @@
  * serves the next request.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import type { McpProcess } from "./fixtures/mcpHarness.js"
@@ -61,6 +62,30 @@ describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace 
       expect(yield* server.message((m) => m.id === null)).toMatchObject({
         error: { code: -32600, message: expect.stringMatching(/^a message of 52429\d\d characters is over the limit of 4194304/) }
       })
+      yield* stillServes(server)
+    }))
+
+  it.scopedLive("a filter that backtracks holds up nothing: (a+)+$ over a 30 KB line is answered, a backreference one is stopped", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      yield* server.call("bash", { command: "head -c 30000 /dev/zero | tr '\\0' a; echo b; echo ready; exec sleep 60", run_in_background: true })
+      yield* server.call("bash_output", { shell_id: "s1", wait_for: "^ready$" })
+      // V8's linear-time engine takes over from backtracking: an answer within the time limit
+      const linear = yield* server.call("bash_output", { shell_id: "s1", filter: "(a+)+$", tail_lines: 5 })
+      expect(linear).toMatchObject({ isError: false, text: expect.stringMatching(/^\(no matching lines\)\n\[status: running/) })
+      // a backreference keeps it on the backtracking engine, until the time limit
+      const [stopped, listed] = yield* Effect.all([
+        Effect.timed(server.call("bash_output", { shell_id: "s1", filter: "^(a+)+\\1$", tail_lines: 5 })),
+        Effect.delay(Effect.timed(server.call("list_shells")), "100 millis")
+      ], { concurrency: 2 })
+      expect(stopped[1]).toEqual({
+        isError: true,
+        meta: { error: "InvalidInput" },
+        text: `filter "^(a+)+\\\\1$" took more than 2s to match and was stopped: simplify it, avoiding nested repetition such as (a+)+ or (.*)*, or read less output with tail_lines`
+      })
+      expect(Duration.toMillis(stopped[0])).toBeGreaterThanOrEqual(2_000)
+      // answered while the match ran
+      expect(Duration.toMillis(listed[0]) + 100).toBeLessThan(Duration.toMillis(stopped[0]))
       yield* stillServes(server)
     }))
 })

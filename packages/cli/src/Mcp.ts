@@ -6,6 +6,7 @@
  * registry's watcher process stops them.
  */
 import * as fs from "node:fs"
+import * as v8 from "node:v8"
 import type { ContainmentUnavailable } from "@corral/core/Containment"
 import { Containment } from "@corral/core/Containment"
 import { ControlServer } from "@corral/core/ControlServer"
@@ -160,6 +161,10 @@ const program = (argv: ReadonlyArray<string>) =>
  * be open after a signal, and nothing else is left to wait for.
  */
 export const main = (argv: ReadonlyArray<string>): void => {
+  // a model's filter or wait_for that backtracks too much goes on in V8's
+  // linear-time engine instead of running into the pattern workers' time
+  // limit; nothing else changes (it acts only past 50,000 backtracks)
+  v8.setFlagsFromString("--enable-experimental-regexp-engine-on-excessive-backtracks")
   void Effect.runPromiseExit(program(argv)).then((exit) => {
     if (Exit.isFailure(exit)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
     process.exit(Exit.isSuccess(exit) ? exit.value : ExitCode.Failed)

@@ -118,9 +118,27 @@ export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string
   }
 }
 
-export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{ readonly pattern: string; readonly reason: string }> {
+/** The longest `filter` or `waitFor` pattern taken. */
+export const MAX_PATTERN_CHARS = 1_000
+
+export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{
+  readonly pattern: string
+  readonly reason: string
+  /** What is wrong: its syntax (the default), its length, or what matching it costs (too slow, too deep). */
+  readonly problem?: "syntax" | "length" | "cost" | undefined
+  /** The option that gave it. */
+  readonly option?: "filter" | "waitFor" | undefined
+}> {
   override get message() {
-    return `invalid regular expression ${JSON.stringify(this.pattern)}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
+    const shown = JSON.stringify(this.pattern.length > 80 ? `${this.pattern.slice(0, 79)}…` : this.pattern)
+    switch (this.problem) {
+      case "length":
+        return `regular expression ${shown} is ${this.pattern.length} characters long, over the limit of ${MAX_PATTERN_CHARS}: use a shorter one`
+      case "cost":
+        return `regular expression ${shown} ${this.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*`
+      default:
+        return `invalid regular expression ${JSON.stringify(this.pattern)}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
+    }
   }
 }
 
@@ -239,6 +257,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   }
   if (crashSafe) yield* containment.reapLeftovers
   const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
+  // the first filter or waitFor should not wait for a thread to start
+  yield* ShellOutput.warm
   // spawns announce themselves to the watcher (see ProcessGroup.spawn)
   const spawnContext = Option.match(watcher, {
     onNone: () => context,

@@ -1,11 +1,13 @@
 import { StringDecoder } from "node:string_decoder"
+import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { OutputBuffer } from "../OutputBuffer.js"
 import type { OutputOptions, OutputResult, ShellInfo } from "../ShellRegistry.js"
-import { InvalidOption, InvalidPattern } from "../ShellRegistry.js"
+import { InvalidOption, InvalidPattern, MAX_PATTERN_CHARS } from "../ShellRegistry.js"
+import * as PatternWorker from "./patternWorker.js"
 
 export interface Source {
   readonly output: OutputBuffer
@@ -17,11 +19,40 @@ export interface Source {
 
 export const DEFAULT_WAIT_MS = 30_000
 
-export const compile = (pattern: string) =>
-  Effect.try({
-    try: () => new RegExp(pattern),
-    catch: (cause) => new InvalidPattern({ pattern, reason: (cause as Error).message.replace(/^Invalid regular expression: /, "") })
+export const warm = PatternWorker.warm
+
+type PatternOption = "filter" | "waitFor"
+
+/**
+ * Checks a pattern here, where parsing it is cheap and bounded by its length;
+ * it is matched only in a pattern worker.
+ */
+export const compile = (pattern: string, option?: PatternOption) =>
+  Effect.suspend(() => {
+    if (pattern.length > MAX_PATTERN_CHARS) return new InvalidPattern({ pattern, option, problem: "length", reason: "too long" })
+    try {
+      new RegExp(pattern)
+      return Effect.succeed(pattern)
+    } catch (cause) {
+      return new InvalidPattern({ pattern, option, reason: (cause as Error).message.replace(/^Invalid regular expression: /, "") })
+    }
   })
+
+const tooCostly = (pattern: string, option: PatternOption) => (error: PatternWorker.PatternTimedOut | PatternWorker.PatternFailed) =>
+  new InvalidPattern({
+    pattern,
+    option,
+    problem: "cost",
+    reason: error._tag === "PatternTimedOut"
+      ? `took more than ${Duration.format(Duration.millis(error.ms))} to match and was stopped`
+      : `could not be matched (${error.reason})`
+  })
+
+const keepMatching = (text: string, filter: string) =>
+  Effect.mapError(PatternWorker.keepMatching(filter, text), tooCostly(filter, "filter"))
+
+const anyLineMatches = (text: string, pattern: string) =>
+  Effect.mapError(PatternWorker.anyLineMatches(pattern, text), tooCostly(pattern, "waitFor"))
 
 const validate = (options: OutputOptions) =>
   Effect.gen(function*() {
@@ -37,50 +68,48 @@ const validate = (options: OutputOptions) =>
     if (!Number.isFinite(waitMs) || waitMs < 0) {
       return yield* new InvalidOption({ option: "waitMs", value: options.waitMs, expected: "a number of milliseconds, 0 or more" })
     }
-    const filter = options.filter === undefined ? undefined : yield* compile(options.filter)
-    const waitFor = options.waitFor === undefined ? undefined : yield* compile(options.waitFor)
+    const filter = options.filter === undefined ? undefined : yield* compile(options.filter, "filter")
+    const waitFor = options.waitFor === undefined ? undefined : yield* compile(options.waitFor, "waitFor")
     return { mode, lines, waitMs, filter, waitFor }
   })
-
-const keepMatching = (text: string, filter: RegExp) => {
-  const lines = text.split("\n")
-  const last = lines.pop()!
-  const kept = lines.filter((l) => filter.test(l)).map((l) => l + "\n")
-  if (last !== "" && filter.test(last)) kept.push(last)
-  return kept.join("")
-}
-
-const anyLineMatches = (text: string, pattern: RegExp) => text.split("\n").some((line) => pattern.test(line))
 
 /**
  * Waits until a line that arrives after `cursor` matches `pattern`, the shell
  * ends, or `waitMs` passes. Subscribes before looking at what is already
  * there, so a line printed in between is never missed.
  */
-const waitForLine = (source: Source, cursor: number, pattern: RegExp, waitMs: number) =>
+const waitForLine = (source: Source, cursor: number, pattern: string, waitMs: number) =>
   Effect.scoped(Effect.gen(function*() {
     const live = yield* source.output.live
     const already = yield* source.output.readSince(cursor)
-    if (anyLineMatches(already.text, pattern)) return "matched" as const
+    if (yield* anyLineMatches(already.text, pattern)) return "matched" as const
     const decoder = new StringDecoder("utf8")
     let pending = already.text.slice(already.text.lastIndexOf("\n") + 1)
     const matched = live.pipe(
       Stream.filter((chunk) => chunk.offset + chunk.bytes.length > already.cursor),
       Stream.map((chunk) => decoder.write(Buffer.from(chunk.bytes))),
-      Stream.filter((text) => {
-        const lines = (pending + text).split("\n")
-        pending = lines[lines.length - 1]!
-        return lines.some((line) => pattern.test(line))
+      // what arrived together is matched in one trip to the worker
+      Stream.mapChunks((texts) => Chunk.of(Chunk.join(texts, ""))),
+      Stream.filterEffect((text) => {
+        const lines = pending + text
+        pending = lines.slice(lines.lastIndexOf("\n") + 1)
+        return anyLineMatches(lines, pattern)
       }),
       Stream.runHead,
       Effect.map(Option.isSome)
     )
-    const ended = Effect.as(source.settled, "exited" as const)
-    return yield* Effect.raceAll([
+    // the last lines may still be on their way to the matcher: they count too
+    const ended = Effect.gen(function*() {
+      yield* source.settled
+      const all = yield* source.output.readSince(cursor)
+      return (yield* anyLineMatches(all.text, pattern)) ? "matched" as const : "exited" as const
+    })
+    const timeout = Effect.as(Effect.sleep(Duration.millis(waitMs)), "timeout" as const)
+    // a pattern too costly to match fails the wait at once, rather than let it run to its timeout
+    return yield* Effect.raceFirst(
       Effect.flatMap(matched, (m) => (m ? Effect.succeed("matched" as const) : ended)),
-      ended,
-      Effect.as(Effect.sleep(Duration.millis(waitMs)), "timeout" as const)
-    ])
+      Effect.race(ended, timeout)
+    )
   }))
 
 export const read = (source: Source, options: OutputOptions) =>
@@ -101,7 +130,7 @@ export const read = (source: Source, options: OutputOptions) =>
       text = (yield* (mode === "tail" ? source.output.tail(lines) : source.output.readSince(0))).text
     }
     return {
-      text: filter === undefined ? text : keepMatching(text, filter),
+      text: filter === undefined ? text : yield* keepMatching(text, filter),
       info: yield* source.info,
       dropped,
       waited

@@ -1,7 +1,7 @@
 /** The `bash_output` tool: new output (or the tail), filtered, optionally after a wait, with the shell's status. */
 import { Limits } from "@corral/core/Limits"
 import type { OutputResult } from "@corral/core/ShellRegistry"
-import { ShellRegistry } from "@corral/core/ShellRegistry"
+import { MAX_PATTERN_CHARS, ShellRegistry } from "@corral/core/ShellRegistry"
 import type * as Tool from "@effect/ai/Tool"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -10,7 +10,7 @@ import type { ToolResult } from "../ToolResult.js"
 import { invalidInput } from "../ToolResult.js"
 import { DEFAULT_WAIT_MS, MAX_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
-import { toToolError } from "./errors.js"
+import { patternTooLong, toToolError } from "./errors.js"
 import * as Format from "./format.js"
 import type { Settings } from "./settings.js"
 
@@ -19,6 +19,9 @@ type Params = Tool.Parameters<typeof BashOutputTool>
 const checkPattern = (name: string, pattern: string | undefined) =>
   Effect.suspend(() => {
     if (pattern === undefined) return Effect.void
+    if (pattern.length > MAX_PATTERN_CHARS) {
+      return invalidInput(patternTooLong(name, pattern))
+    }
     try {
       new RegExp(pattern)
       return Effect.void

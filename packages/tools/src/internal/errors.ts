@@ -1,16 +1,37 @@
 /** Registry and spawn errors as tool errors that tell the model what to do next. */
 import type { ProcessGroupError } from "@corral/core/ProcessGroup"
 import type { InvalidOption, InvalidPattern, NotOwner, StartError, UnknownShell } from "@corral/core/ShellRegistry"
+import { MAX_PATTERN_CHARS } from "@corral/core/ShellRegistry"
 import { ToolError } from "../ToolResult.js"
 
 export type RegistryError = StartError | ProcessGroupError | UnknownShell | NotOwner | InvalidPattern | InvalidOption
 
+export const patternTooLong = (name: string, pattern: string) =>
+  `${name} is ${pattern.length} characters long, over the limit of ${MAX_PATTERN_CHARS}: use a shorter regular expression`
+
+/** A pattern named by the parameter that gave it. */
+const patternMessage = (error: InvalidPattern): string => {
+  const name = error.option === "waitFor" ? "wait_for" : error.option ?? "pattern"
+  const shown = JSON.stringify(error.pattern.length > 80 ? `${error.pattern.slice(0, 79)}…` : error.pattern)
+  switch (error.problem) {
+    case "length":
+      return patternTooLong(name, error.pattern)
+    case "cost":
+      return `${name} ${shown} ${error.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*${
+        name === "filter" ? ", or read less output with tail_lines" : ""
+      }`
+    default:
+      return error.message
+  }
+}
+
 export const toToolError = (error: RegistryError): ToolError => {
   switch (error._tag) {
+    case "InvalidPattern":
+      return new ToolError({ reason: "InvalidInput", message: patternMessage(error) })
     case "EmptyCommand":
     case "InvalidCommand":
     case "InvalidCwd":
-    case "InvalidPattern":
     case "InvalidOption":
       return new ToolError({ reason: "InvalidInput", message: error.message })
     case "SpawnError":
