@@ -232,7 +232,8 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
       // the stop goes on without its caller: the grace, then SIGKILL
       yield* eventually("the stop to finish", () => server.leftovers().length === 0, 1_000 + 1_000 + 500)
       const again = yield* server.call("kill_bash", { shell_id: "s1" })
-      expect(again.text).toMatch(/had already ended[\s\S]*killed by SIGKILL/)
+      // it joins the stop if that is still settling, or finds the shell ended
+      expect(again.text).toMatch(/had already ended[\s\S]*killed by SIGKILL|escalated to SIGKILL/)
       const listed = yield* server.call("list_shells")
       expect(listed.text).toMatch(/s1 .*killed by SIGKILL/)
       server.closeStdin()
