@@ -88,4 +88,18 @@ describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace 
       expect(Duration.toMillis(listed[0]) + 100).toBeLessThan(Duration.toMillis(stopped[0]))
       yield* stillServes(server)
     }))
+
+  it.scopedLive("a command too large for exec (1 MB) is a one-line tool error, in the foreground and the background", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const command = `echo ${"x".repeat(1024 * 1024)}`
+      const message =
+        "the command is too large to run (E2BIG: over the system's limit for arguments and environment): write it to a script file and run that file"
+      for (const background of [false, true]) {
+        const result = yield* server.call("bash", { command, run_in_background: background })
+        expect({ background, ...result }).toEqual({ background, isError: true, text: message, meta: { error: "SpawnFailed" } })
+      }
+      yield* stillServes(server)
+      expect((yield* server.call("list_shells")).text).toBe("No background shells. Start one with bash run_in_background: true.")
+    }))
 })

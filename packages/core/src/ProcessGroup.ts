@@ -77,6 +77,9 @@ export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{
 
 export class SpawnError extends Data.TaggedError("SpawnError")<{ readonly file: string; readonly code: string; readonly cause: unknown }> {
   override get message() {
+    if (this.code === "E2BIG") {
+      return "the command is too large to run (E2BIG: over the system's limit for arguments and environment): write it to a script file and run that file"
+    }
     const why = this.code === "ENOENT"
       ? "not found: check the name and PATH"
       : this.code === "EACCES"
@@ -181,18 +184,24 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
       if (missing !== undefined) return resume(Effect.fail(missing))
     }
     const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs))
-    const child = spawnChild(file, args, {
-      cwd: spec.cwd,
-      env: { ...env, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(env, shellId) },
-      // a new session and group: the whole tree can be signalled, and job
-      // control groups stay findable by session id
-      detached: true,
-      stdio: [
-        ...(spec.stdio === "inherit" ? ["inherit", "inherit", "inherit"] as const : ["ignore", "pipe", "pipe"] as const),
-        // where the leader is not the command, the command's own exit status arrives on fd 3
-        ...(cell.reportsExit ? ["pipe"] as const : [])
-      ]
-    })
+    let child: ChildProcess
+    try {
+      child = spawnChild(file, args, {
+        cwd: spec.cwd,
+        env: { ...env, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(env, shellId) },
+        // a new session and group: the whole tree can be signalled, and job
+        // control groups stay findable by session id
+        detached: true,
+        stdio: [
+          ...(spec.stdio === "inherit" ? ["inherit", "inherit", "inherit"] as const : ["ignore", "pipe", "pipe"] as const),
+          // where the leader is not the command, the command's own exit status arrives on fd 3
+          ...(cell.reportsExit ? ["pipe"] as const : [])
+        ]
+      })
+    } catch (cause) {
+      // some failures (E2BIG for a command too large) are thrown at once instead of emitted
+      return resume(Effect.fail(new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause })))
+    }
     const onError = (cause: NodeJS.ErrnoException) =>
       resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause })))
     child.once("error", onError)

@@ -45,10 +45,20 @@ const textResult = (text: string, isError: boolean, meta?: Record<string, unknow
     ...(meta === undefined ? {} : { _meta: { [META_KEY]: meta } })
   })
 
+/** The first line of what went wrong, at most 200 characters: a stack or a dump helps no model. */
+const summary = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error) ?? String(error)
+  const line = text.trim().split("\n", 1)[0]!
+  return line.length <= 200 ? line : `${line.slice(0, 199)}…`
+}
+
+const internalError = (name: string, error: unknown) =>
+  `internal error in ${name}: ${summary(error)}. Retry; if it persists, it is a bug in corral: report it with corral's stderr.`
+
 /** Arguments that do not fit the schema never reach a handler: say which and why. */
 const explainRejected = (name: string, error: unknown): string => {
   const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
-  if (!ParseResult.isParseError(cause)) return `internal error in ${name}: ${String(error)}`
+  if (!ParseResult.isParseError(cause)) return internalError(name, error)
   // an optional parameter's issues repeat for each member of its union: the first says it
   const byPath = new Map<string, string>()
   for (const issue of ParseResult.ArrayFormatter.formatErrorSync(cause)) {
@@ -69,8 +79,9 @@ const call = (built: Built, name: ShellTools.Tools[keyof ShellTools.Tools]["name
         : textResult((result as ToolResult).text, false, (result as ToolResult).metadata)
     ),
     Effect.catchAll((error) => Effect.succeed(textResult(explainRejected(name, error), true))),
+    // the whole cause goes to the log (stderr); the model gets one line
     Effect.catchAllDefect((defect) =>
-      Effect.succeed(textResult(`internal error in ${name}: ${Cause.pretty(Cause.die(defect))}`, true))
+      Effect.as(Effect.logError(`internal error in ${name}`, Cause.die(defect)), textResult(internalError(name, defect), true))
     )
   )
 
