@@ -144,6 +144,8 @@ const runScenario = ({ scenario, backend, id }) =>
         // the runner writes its result after each iteration: one killed midway leaves the iterations it finished
         if (code !== 0) {
           result.failures.push({ iteration: result.ran + 1, message: `runner died (${signal ?? `exit ${code}`}) after ${result.ran} iteration(s)` })
+        } else if (result.ran < iterations && !result.failures.some((f) => f.message.startsWith("hung:"))) {
+          result.failures.push({ iteration: result.ran + 1, message: `runner stopped after ${result.ran} of ${iterations} iterations` })
         }
         resolve({ ...result, seconds })
       } catch {

@@ -143,17 +143,23 @@ for (let iteration = 1; iteration <= iterations; iteration++) {
   Kernel.resetPeakRss()
   // only the message is kept: a failed Exit holds on to the fiber's context, the registry's buffers included
   const timeoutMs = scenario.timeoutMs ?? 30_000
+  // the timeout interrupts the iteration, and the interruption waits for its finalizers: one that never returns would hang the runner
+  let watchdog
   const failed = await Promise.race([
     Effect.runPromiseExit(scenario.run(ctx).pipe(Effect.timeout(timeoutMs))).then(
       (exit) => (Exit.isFailure(exit) ? describeFailure(exit.cause) : undefined)
     ),
-    // the timeout interrupts the iteration, and the interruption waits for its finalizers: one that never returns would hang the runner
-    sleep(timeoutMs + HUNG_MS).then(() => {
-      hung = true
-      return `hung: still running ${(timeoutMs + HUNG_MS) / 1000} s after it began, though its ${timeoutMs / 1000} s timeout interrupted it ` +
-        `(an uninterruptible stop, or a finalizer that never returns); no further iteration runs`
+    new Promise((resolve) => {
+      watchdog = setTimeout(() => {
+        hung = true
+        resolve(
+          `hung: still running ${(timeoutMs + HUNG_MS) / 1000} s after it began, though its ${timeoutMs / 1000} s timeout interrupted it ` +
+            `(an uninterruptible stop, or a finalizer that never returns); no further iteration runs`
+        )
+      }, timeoutMs + HUNG_MS)
     })
   ])
+  clearTimeout(watchdog)
   result.ran++
   if (failed !== undefined) {
     result.failures.push({ iteration, message: failed })

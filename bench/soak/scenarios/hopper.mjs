@@ -2,10 +2,11 @@
 // within a few milliseconds, so a pid seen in one scan is gone by the next.
 // Stopped with a short grace; a hopper that survived would keep reappearing,
 // so it must stay gone for 300 ms after the stop.
-import * as Effect from "effect/Effect"
+import { ShellRegistry } from "@corral/core"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Kernel from "../lib/kernel.mjs"
-import { check, killConfirmed, markedToken, start, staysGone, waitFor, withRegistry } from "../lib/harness.mjs"
+import { check, failure, killConfirmed, markedToken, start, staysGone, waitFor, withRegistry } from "../lib/harness.mjs"
 
 const GRACE_MS = 200
 
@@ -25,9 +26,28 @@ export default {
         for (const p of Kernel.liveMarked([token])) if (p.comm === "sh" && p.pid !== shell.pid) seen.add(p.pid)
         return seen.size >= 3 ? true : undefined
       })
-      yield* Effect.sleep(Duration.millis(100))
+      yield* Effect.sleep(Duration.millis(50))
+      // still hopping: a hop seen in the last 50 ms (one scan can fall on a hop in the middle of its exec, and miss it)
+      const recent = new Set()
+      let before = []
+      for (let i = 0; i < 10; i++) {
+        before = Kernel.liveMarked([token])
+        for (const p of before) if (p.comm === "sh" && p.pid !== shell.pid) recent.add(p.pid)
+        yield* Effect.sleep(Duration.millis(5))
+      }
+      if (recent.size === 0) {
+        const { text } = yield* (yield* ShellRegistry).output(shell.id, { mode: "all" })
+        return yield* failure(
+          `the hopper had stopped hopping before the stop (${seen.size} hops seen): ${before.map(Kernel.describe).join("; ")}; ` +
+            `its output: ${JSON.stringify(text.slice(-500))}`
+        )
+      }
       const report = yield* killConfirmed(shell, [token])
-      yield* check(report.escalated && report.killed > 0, `a TERM-ignoring hopper was stopped without SIGKILL: ${JSON.stringify(report)}`)
+      yield* check(
+        report.escalated && report.killed > 0,
+        `a TERM-ignoring hopper was stopped without SIGKILL: ${JSON.stringify(report)}; ` +
+          `${before.length} processes carried the token just before the stop: ${before.map(Kernel.describe).join("; ")}`
+      )
       yield* check(report.containment === ctx.backend, `the stop of ${shell.id} ran on ${report.containment}, not ${ctx.backend}`)
       yield* staysGone(`the hopper after the stop of ${shell.id}`, token, 300)
       ctx.record("stop ms", report.durationMs)
