@@ -13,6 +13,16 @@ import { mcpServer } from "./fixtures/mcpHarness.js"
 
 const byId = (id: unknown) => (message: Record<string, unknown>) => message.id === id && !("method" in message)
 
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
+
+/** An error a model reads: a few short lines, no stack frames, no dump of an Effect error. */
+const expectShort = (text: string) => {
+  expect(text.length, text.slice(0, 500)).toBeLessThan(400)
+  expect(text.split("\n").length, text).toBeLessThanOrEqual(4)
+  expect(text).not.toMatch(/^\s+at .+:\d+:\d+\)?$/m)
+  expect(text).not.toMatch(/"_tag"|\bCause\b|\bFiberId\b/)
+}
+
 /** Still serving: a call through the SDK client is answered. */
 const stillServes = (server: McpProcess) =>
   Effect.gen(function*() {
@@ -101,5 +111,68 @@ describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace 
       }
       yield* stillServes(server)
       expect((yield* server.call("list_shells")).text).toBe("No background shells. Start one with bash run_in_background: true.")
+    }))
+
+  it.scopedLive("answers invalid calls of every tool, and an unknown tool, in a few short lines without stack frames", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const huge = "y".repeat(100_000)
+      const calls: ReadonlyArray<readonly [string, unknown]> = [
+        ["bash", {}],
+        ["bash", { command: 5 }],
+        ["bash", { command: ["ls", huge] }],
+        ["bash", { command: "ls", timeout: "soon", run_in_background: "yes", workdir: 7 }],
+        ["bash", { command: "ls", description: { huge } }],
+        ["bash_output", {}],
+        ["bash_output", { shell_id: 5 }],
+        ["bash_output", { shell_id: "s1", tail_lines: "ten", filter: 3, wait_for: null, wait_timeout: -1 }],
+        ["bash", { command: "ls", workdir: huge }],
+        ["bash", { command: "ls", workdir: `/no/such/${"d".repeat(3_000)}` }],
+        ["bash_output", { shell_id: "s1", filter: huge }],
+        ["bash_output", { shell_id: huge }],
+        ["bash_output", { shell_id: "s1", bash_id: huge }],
+        ["bash_output", { shell_id: "s1", filter: `(${"x".repeat(900)}` }],
+        ["bash_output", { shell_id: "s1", wait_for: 7 }],
+        ["kill_bash", {}],
+        ["kill_bash", { shell_id: ["s1"] }],
+        ["kill_bash", { shell_id: huge }],
+        ["list_shells", "not an object"],
+        ["rm_rf", { path: "/" }],
+        [huge, {}]
+      ]
+      for (const [i, [name, args]] of calls.entries()) {
+        const id = `bad-${i}`
+        server.send(JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } }) + "\n")
+        const answer = yield* server.message(byId(id))
+        const text = isRecord(answer.result)
+          ? (answer.result.content as ReadonlyArray<{ readonly text: string }>).map((c) => c.text).join("")
+          : String((answer.error as { readonly message: string }).message)
+        const failed = isRecord(answer.error) || (isRecord(answer.result) && answer.result.isError === true)
+        expect({ name: name.slice(0, 20), args: JSON.stringify(args).slice(0, 80), failed, text }).toMatchObject({ failed: true, text: expect.any(String) })
+        expectShort(text)
+      }
+      yield* stillServes(server)
+    }))
+
+  it.scopedLive("sends no answer for a cancelled call, foreground or kill_bash, and serves on", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer(["--grace", "1s"])
+      yield* server.call("bash", { command: "trap '' TERM; sleep 30 & wait", run_in_background: true })
+      server.send(`{"jsonrpc":"2.0","id":"fg","method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 30"}}}\n`)
+      server.send(`{"jsonrpc":"2.0","id":"kill","method":"tools/call","params":{"name":"kill_bash","arguments":{"shell_id":"s1"}}}\n`)
+      yield* Effect.sleep("300 millis")
+      server.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"fg","reason":"user pressed Esc"}}\n`)
+      server.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"kill"}}\n`)
+      // a cancel of what is not in flight, or of nothing at all, is ignored
+      server.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"never-asked"}}\n`)
+      server.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"deep":[1,2]}}}\n`)
+      server.send(`{"jsonrpc":"2.0","id":"after","method":"ping"}\n`)
+      expect(yield* server.message(byId("after"))).toEqual({ jsonrpc: "2.0", id: "after", result: {} })
+      yield* Effect.sleep("2 seconds")
+      const answered = server.stdoutLines.map((line) => JSON.parse(line)).filter((m) => m.id === "fg" || m.id === "kill")
+      expect(answered).toEqual([])
+      // nothing on stdout was long: no dump of an interrupted Cause
+      for (const line of server.stdoutLines) expect(line.length).toBeLessThan(10_000)
+      yield* stillServes(server)
     }))
 })

@@ -61,16 +61,22 @@ export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{ readonl
 
 export class InvalidCwd extends Data.TaggedError("InvalidCwd")<{
   readonly cwd: string
-  readonly reason: "missing" | "not-a-directory" | "nul-byte"
+  readonly reason: "missing" | "not-a-directory" | "nul-byte" | "unusable"
+  /** Why `stat` failed, for `unusable`: ENAMETOOLONG, EACCES, ELOOP... */
+  readonly code?: string | undefined
 }> {
   override get message() {
+    // a path can be as long as a caller likes: the message stays one short line
+    const cwd = this.cwd.length <= 200 ? this.cwd : `${this.cwd.slice(0, 199)}…`
     switch (this.reason) {
       case "missing":
-        return `working directory ${this.cwd} does not exist: create it or pass an existing directory`
+        return `working directory ${cwd} does not exist: create it or pass an existing directory`
       case "not-a-directory":
-        return `working directory ${this.cwd} is not a directory: pass a directory`
+        return `working directory ${cwd} is not a directory: pass a directory`
       case "nul-byte":
-        return `working directory ${JSON.stringify(this.cwd)} contains a NUL byte, which no path can hold: remove it`
+        return `working directory ${JSON.stringify(cwd)} contains a NUL byte, which no path can hold: remove it`
+      case "unusable":
+        return `working directory ${cwd} cannot be used (${this.code}): pass an existing directory you can enter`
     }
   }
 }
@@ -134,7 +140,12 @@ const validate = (spec: SpawnSpec) =>
     }
     if (spec.cwd !== undefined) {
       if (spec.cwd.includes("\0")) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "nul-byte" })
-      const stat = fs.statSync(spec.cwd, { throwIfNoEntry: false })
+      let stat: fs.Stats | undefined
+      try {
+        stat = fs.statSync(spec.cwd, { throwIfNoEntry: false })
+      } catch (cause) {
+        return yield* new InvalidCwd({ cwd: spec.cwd, reason: "unusable", code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN" })
+      }
       if (stat === undefined) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "missing" })
       if (!stat.isDirectory()) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "not-a-directory" })
     }

@@ -100,7 +100,8 @@ export class UnknownShell extends Data.TaggedError("UnknownShell")<{
 }> {
   override get message() {
     const known = this.known.length === 0 ? "there are no shells" : `known ids: ${this.known.join(", ")}`
-    return `no shell with id "${this.id}" (${known}). Ids belong to the process that started them, ` +
+    const id = this.id.length <= 60 ? this.id : `${this.id.slice(0, 59)}…`
+    return `no shell with id "${id}" (${known}). Ids belong to the process that started them, ` +
       `and a shell is dropped ${Duration.format(this.retention)} after it ends.`
   }
 }
@@ -137,7 +138,7 @@ export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{
       case "cost":
         return `regular expression ${shown} ${this.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*`
       default:
-        return `invalid regular expression ${JSON.stringify(this.pattern)}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
+        return `invalid regular expression ${shown}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
     }
   }
 }

@@ -45,12 +45,16 @@ const textResult = (text: string, isError: boolean, meta?: Record<string, unknow
     ...(meta === undefined ? {} : { _meta: { [META_KEY]: meta } })
   })
 
+const clip = (line: string, max: number) => (line.length <= max ? line : `${line.slice(0, max - 1)}…`)
+
 /** The first line of what went wrong, at most 200 characters: a stack or a dump helps no model. */
 const summary = (error: unknown): string => {
   const text = error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error) ?? String(error)
-  const line = text.trim().split("\n", 1)[0]!
-  return line.length <= 200 ? line : `${line.slice(0, 199)}…`
+  return clip(text.trim().split("\n", 1)[0]!, 200)
 }
+
+/** Issues named in an answer; a model fixes the first ones, then hears of the rest. */
+const MAX_ISSUES = 3
 
 const internalError = (name: string, error: unknown) =>
   `internal error in ${name}: ${summary(error)}. Retry; if it persists, it is a bug in corral: report it with corral's stderr.`
@@ -65,8 +69,10 @@ const explainRejected = (name: string, error: unknown): string => {
     const where = issue.path.length === 0 ? "arguments" : issue.path.join(".")
     if (!byPath.has(where)) byPath.set(where, issue.message)
   }
-  const issues = [...byPath].map(([where, message]) => `${where}: ${message}`)
-  return `invalid arguments for ${name}: ${issues.join("; ")}. Check the parameter names and types in the tool's input schema.`
+  // the actual value is quoted in the message, and a model may send megabytes
+  const issues = [...byPath].slice(0, MAX_ISSUES).map(([where, message]) => clip(`${where}: ${message.replace(/\s+/g, " ")}`, 100))
+  const more = byPath.size > MAX_ISSUES ? `; and ${byPath.size - MAX_ISSUES} more` : ""
+  return `invalid arguments for ${name}: ${issues.join("; ")}${more}. Check the parameter names and types in the tool's input schema.`
 }
 
 type Built = Effect.Effect.Success<typeof ShellTools.toolkit>

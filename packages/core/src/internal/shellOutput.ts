@@ -34,7 +34,9 @@ export const compile = (pattern: string, option?: PatternOption) =>
       new RegExp(pattern)
       return Effect.succeed(pattern)
     } catch (cause) {
-      return new InvalidPattern({ pattern, option, reason: (cause as Error).message.replace(/^Invalid regular expression: /, "") })
+      // V8 repeats the pattern in its message: keep only what is wrong with it
+      const reason = (cause as Error).message.replace(/^Invalid regular expression: /, "")
+      return new InvalidPattern({ pattern, option, reason: reason.startsWith(`/${pattern}/: `) ? reason.slice(pattern.length + 4) : reason })
     }
   })
 

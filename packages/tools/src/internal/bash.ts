@@ -60,17 +60,19 @@ const permit = (command: string) =>
     const gate = yield* PermissionGate
     const subject = `bash ${command}`
     const decision = yield* gate.check("bash", subject)
+    // the message names the command, not all of a long one
+    const named = subject.length <= 100 ? subject : `${subject.slice(0, 99)}…`
     return yield* Decision.$match(decision, {
       Allow: () => Effect.void,
       Deny: ({ reason }) =>
         new ToolError({
           reason: "PermissionDenied",
-          message: `permission denied for \`${subject}\`: ${reason}. Do not retry it as is: take another approach, or ask the user.`
+          message: `permission denied for \`${named}\`: ${reason}. Do not retry it as is: take another approach, or ask the user.`
         }),
       Ask: ({ hint }) =>
         new ToolError({
           reason: "PermissionDenied",
-          message: `\`${subject}\` needs the user's approval, and this host has no way to ask for it. Tell the user what you want to run and why; they can allow it${
+          message: `\`${named}\` needs the user's approval, and this host has no way to ask for it. Tell the user what you want to run and why; they can allow it${
             hint === undefined ? " in the host's settings" : `: ${hint}`
           }, or run it themselves.`
         })

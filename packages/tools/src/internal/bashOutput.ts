@@ -10,7 +10,7 @@ import type { ToolResult } from "../ToolResult.js"
 import { invalidInput } from "../ToolResult.js"
 import { DEFAULT_WAIT_MS, MAX_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
-import { patternTooLong, toToolError } from "./errors.js"
+import { patternTooLong, shown, toToolError } from "./errors.js"
 import * as Format from "./format.js"
 import type { Settings } from "./settings.js"
 
@@ -26,9 +26,11 @@ const checkPattern = (name: string, pattern: string | undefined) =>
       new RegExp(pattern)
       return Effect.void
     } catch (cause) {
+      // V8 quotes the pattern as /pattern/: for a long one, the error names it once, cut short
       const reason = (cause as Error).message.replace(/^Invalid regular expression: /, "")
+      const detail = pattern.length <= 80 || !reason.startsWith(`/${pattern}/: `) ? reason : reason.slice(pattern.length + 4)
       return invalidInput(
-        `${name} ${JSON.stringify(pattern)} is not a valid regular expression (${reason}): escape special characters such as ( [ { * + ? with a backslash to match them literally`
+        `${name} ${shown(pattern)} is not a valid regular expression (${detail}): escape special characters such as ( [ { * + ? with a backslash to match them literally`
       )
     }
   })
@@ -40,7 +42,7 @@ const validate = (params: Params) =>
       return yield* invalidInput("shell_id is missing: pass the id bash returned when it started the background shell (list_shells shows them)")
     }
     if (params.bash_id !== undefined && params.shell_id !== undefined && params.bash_id !== params.shell_id) {
-      return yield* invalidInput(`shell_id "${params.shell_id}" and bash_id "${params.bash_id}" differ: pass only shell_id`)
+      return yield* invalidInput(`shell_id ${shown(params.shell_id)} and bash_id ${shown(params.bash_id)} differ: pass only shell_id`)
     }
     const lines = params.tail_lines
     if (lines !== undefined && (!Number.isInteger(lines) || lines < 1)) {

@@ -6,18 +6,20 @@ import { ToolError } from "../ToolResult.js"
 
 export type RegistryError = StartError | ProcessGroupError | UnknownShell | NotOwner | InvalidPattern | InvalidOption
 
+/** A value the caller gave, quoted and cut to one short line for an error message. */
+export const shown = (value: string): string => JSON.stringify(value.length <= 80 ? value : `${value.slice(0, 79)}…`)
+
 export const patternTooLong = (name: string, pattern: string) =>
   `${name} is ${pattern.length} characters long, over the limit of ${MAX_PATTERN_CHARS}: use a shorter regular expression`
 
 /** A pattern named by the parameter that gave it. */
 const patternMessage = (error: InvalidPattern): string => {
   const name = error.option === "waitFor" ? "wait_for" : error.option ?? "pattern"
-  const shown = JSON.stringify(error.pattern.length > 80 ? `${error.pattern.slice(0, 79)}…` : error.pattern)
   switch (error.problem) {
     case "length":
       return patternTooLong(name, error.pattern)
     case "cost":
-      return `${name} ${shown} ${error.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*${
+      return `${name} ${shown(error.pattern)} ${error.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*${
         name === "filter" ? ", or read less output with tail_lines" : ""
       }`
     default:
