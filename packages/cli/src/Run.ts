@@ -1,22 +1,27 @@
 /**
- * `corral run`: timeout(1) for process groups. CMD runs in a session and
+ * `corral run`: GNU timeout(1) for process groups. CMD runs in a session and
  * group of its own with corral's stdin, stdout and stderr, and when it ends,
  * however it ends, nothing it started is left running.
  */
+import { constants } from "node:os"
 import type { ContainmentUnavailable } from "@corral/core/Containment"
 import { Containment } from "@corral/core/Containment"
 import * as DurationInput from "@corral/core/DurationInput"
+import type { StopOptions } from "@corral/core/GroupStop"
+import { pidnsLeaderSurvives } from "@corral/core/GroupStop"
 import { Limits } from "@corral/core/Limits"
 import * as ProcessGroup from "@corral/core/ProcessGroup"
-import { ProcessTable } from "@corral/core/ProcessTable"
+import { groupMembers, ProcessTable } from "@corral/core/ProcessTable"
 import * as Watcher from "@corral/core/Watcher"
 import * as Cause from "effect/Cause"
 import type * as ConfigError from "effect/ConfigError"
-import type * as Duration from "effect/Duration"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as ExitCode from "./internal/exitCode.js"
 import type { RunArgs } from "./internal/runArgs.js"
 import * as RunArgsParser from "./internal/runArgs.js"
@@ -26,120 +31,199 @@ import { printError, writeOut } from "./internal/stdio.js"
 import * as StopReport from "./internal/stopReport.js"
 import type { UsageError } from "./internal/usageError.js"
 
-export const usage = `usage: corral run [--timeout D] [--grace D] [--containment C] [--verbose] [--] CMD [ARGS...]
+export const usage = `usage: corral run [OPTION]... [DURATION] CMD [ARG]...
 
-Runs CMD (no shell) in a process group and session of its own, passing stdin,
-stdout and stderr through untouched. When CMD exits, times out or corral is
-signalled, corral stops whatever is left of CMD's group (SIGTERM, the grace
-period, then SIGKILL) before it returns: like timeout(1), but nothing CMD
+GNU timeout(1) for a whole process group. Runs CMD (no shell) in a process
+group and session of its own, passing stdin, stdout and stderr through
+untouched, and stops it if it is still running after DURATION. When CMD
+exits, times out or is killed, corral stops whatever is left of its group
+(the signal, the grace period, then SIGKILL) before it returns: nothing CMD
 started outlives it. Options end at the first word that is not one, or at --.
 CMD's new session has no controlling terminal: a program that opens /dev/tty
 (a password prompt, for one) cannot.
 
-options:
-  --timeout D    stop CMD's group after D and exit 124; 0 means no limit (the default)
-  --grace D      how long a stop waits after SIGTERM before SIGKILL
-                 (default 3s, or the CORRAL_GRACE environment variable)
-  --containment C
-                 how CMD's processes are held: cgroup (a cgroup v2 of its own, which
-                 nothing can leave; needs root or a delegated subtree), pidns (a PID
-                 namespace of its own, which nothing can leave; needs unshare, perl
-                 and user namespaces), procScan (its group, session, CORRAL_SHELL_ID
-                 and descendants, found in the process table), or auto (default, or
-                 CORRAL_CONTAINMENT): the first of those that works
-  -v, --verbose  print how CMD's group was stopped on stderr
-  -h, --help     print this help
+options (as timeout(1), plus corral's own):
+  -s, --signal=SIG   the signal sent on timeout (default TERM): a name, with or
+                     without SIG (INT, SIGHUP, RTMIN+1), or a number (2, 0)
+  -k, --kill-after=D how long to wait after the signal before SIGKILL; also after
+                     a signal passed on to CMD (see below). -k 0 is as no -k
+      --grace=D      the same, except that 0 means SIGKILL at once. Without
+                     either: 3s, or the CORRAL_GRACE environment variable
+  -p, --preserve-status
+                     exit with CMD's status even when it times out
+      --timeout=D    the time limit, as DURATION; 0 means none (the default)
+      --containment=C
+                     how CMD's processes are held: cgroup (a cgroup v2 of its own, which
+                     nothing can leave; needs root or a delegated subtree), pidns (a PID
+                     namespace of its own, which nothing can leave; needs unshare, perl
+                     and user namespaces), procScan (its group, session, CORRAL_SHELL_ID
+                     and descendants, found in the process table), or auto (default, or
+                     CORRAL_CONTAINMENT): the first of those that works
+  -v, --verbose      say on stderr what was signalled, and how CMD's group was stopped
+  -h, --help         print this help
 
-Durations are 500ms, 3s, 2m, 1h or bare seconds (1.5).
+DURATION is a floating-point number (1.5, .1, 1e3, 0x1p-3) with an optional
+unit: s (the default), m, h or d, as timeout(1) takes it, or ms. 0 disables the
+limit; a value too large for any clock is no limit. Unless --timeout is given,
+a first word that reads as a duration is DURATION: \`corral run 10 make\` is
+\`timeout 10 make\`, and \`corral run make\` has no limit.
 
 signals:
-  SIGINT and SIGHUP are passed on to CMD's group, as timeout(1) does, and the
-  group gets the grace period to exit; SIGTERM starts the stop at once. Either
-  way corral then stops what is left and exits with CMD's status, which is
-  128+N when CMD died of the signal N. Further signals are ignored while the
-  stop runs; it is bounded by the grace period plus one second of SIGKILL.
+  SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to corral
+  are passed on to CMD's group (and SIGCONT after all but SIGWINCH), and corral
+  waits for CMD, as timeout(1) does; with -k or --grace, it kills the group that
+  long after the first. SIGALRM times CMD out at once. Signals ignored when
+  corral started stay ignored, for CMD too (but SIGALRM and the -s signal).
 
 exit status (as timeout(1)):
-  CMD's own   CMD exited with it
-  124         CMD timed out
-  125         corral failed: bad usage, bad duration or configuration
+  CMD's own   CMD's exit code; if CMD died of signal N, corral dies of N too
+              (a shell sees 128+N), or exits 128+N where that would dump core
+  124         CMD timed out (and --preserve-status was not given)
+  125         corral failed: bad usage, bad duration or signal, configuration
   126         CMD was found but cannot be run
   127         CMD was not found
-  128+N       CMD died of signal N
+  137         CMD timed out and needed SIGKILL (128+9), even with --preserve-status
+
+differences from timeout(1), on purpose:
+  - every stop is of CMD's whole group, and waits until the group is gone;
+    leftovers are stopped when CMD exits too;
+  - after the signal, SIGKILL follows the grace period (3s) even without -k;
+    timeout(1) sends none unless given -k;
+  - a CMD of its own session does not get the terminal's signals: corral passes
+    on the ones above; --foreground is not supported.
 `
 
 type Outcome =
   | { readonly _tag: "Exited"; readonly status: ProcessGroup.ExitStatus }
-  | { readonly _tag: "TimedOut"; readonly after: Duration.Duration }
-  | { readonly _tag: "Signalled"; readonly signal: Signals.TerminationSignal }
+  | { readonly _tag: "TimedOut"; readonly why: string }
 
 const say = (message: string) => Effect.sync(() => printError(message))
 
-const stopAndReport = (group: ProcessGroup.ProcessGroup, args: RunArgs) =>
-  Effect.flatMap(group.stop(), (report) => (args.verbose ? say(StopReport.format(report)) : Effect.void))
-
-/**
- * Passes a signal on to CMD's group and gives it the grace period to act on
- * it. SIGTERM needs no passing on: the stop that follows starts with it.
- */
-const passOn = (group: ProcessGroup.ProcessGroup, signal: Signals.TerminationSignal) =>
-  Effect.gen(function*() {
-    // an unreaped leader keeps its group id reserved, so the signal cannot hit a stranger
-    if (signal === "SIGTERM" || Option.isSome(yield* group.exitStatus)) return
-    const table = yield* ProcessTable
-    const { grace } = yield* Limits
-    yield* table.signal(-group.pid, signal)
-    yield* Effect.timeoutOption(group.awaitExit, grace)
-  })
-
-/** As timeout(1): the signal goes to CMD, and CMD's status, however it ended, is corral's. */
-const onSignal = (group: ProcessGroup.ProcessGroup, signal: Signals.TerminationSignal, args: RunArgs) =>
-  Effect.gen(function*() {
-    if (args.verbose) {
-      yield* say(`received ${signal}: ${signal === "SIGTERM" ? "stopping" : "passing it on to"} group ${group.pid}`)
-    }
-    yield* passOn(group, signal)
-    yield* stopAndReport(group, args)
-    // the stop counts a zombie leader as gone before Node has reaped it
-    const status = yield* Effect.timeoutOption(group.awaitExit, "1 second")
-    return Option.match(status, { onNone: () => ExitCode.ofSignal(signal), onSome: ExitCode.ofStatus })
-  })
-
-const onTimeout = (group: ProcessGroup.ProcessGroup, after: Duration.Duration, args: RunArgs) =>
-  Effect.gen(function*() {
-    if (args.verbose) yield* say(`timed out after ${DurationInput.format(after)}: stopping group ${group.pid}`)
-    yield* stopAndReport(group, args)
-    return ExitCode.TimedOut
-  })
-
-const settle = (group: ProcessGroup.ProcessGroup, outcome: Outcome, args: RunArgs): Effect.Effect<number, never, ProcessTable | Limits> => {
-  switch (outcome._tag) {
-    case "Exited":
-      return Effect.as(stopAndReport(group, args), ExitCode.ofStatus(outcome.status))
-    case "TimedOut":
-      return onTimeout(group, outcome.after, args)
-    case "Signalled":
-      return onSignal(group, outcome.signal, args)
-  }
+/** The first signal of the group's one stop, for its report: a later call shares the stop begun first. */
+interface StopLog {
+  first: string | undefined
 }
 
-const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs) {
-  const signalled = yield* Signals.listen(Signals.terminationSignals)
+const stopAndReport = (group: ProcessGroup.ProcessGroup, args: RunArgs, log: StopLog, options: StopOptions = {}) =>
+  Effect.suspend(() => {
+    log.first ??= options.signal === undefined ? "SIGTERM" : Signals.fullName(options.signal)
+    return Effect.flatMap(group.stop(options), (report) => (args.verbose ? say(StopReport.format(report, log.first)) : Effect.void))
+  })
+
+/** Node's timers, and so effect's clock, never wake from a sleep past 2^31-1 ms: longer ones sleep in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+const sleepFor = (duration: Duration.Duration): Effect.Effect<void> => {
+  const ms = Duration.toMillis(duration)
+  return ms <= MAX_TIMER_MS || !Duration.isFinite(duration)
+    ? Effect.sleep(duration)
+    : Effect.zipRight(Effect.sleep(MAX_TIMER_MS), Effect.suspend(() => sleepFor(Duration.millis(ms - MAX_TIMER_MS))))
+}
+
+/** A signal to CMD's group; in a PID namespace, around its leader `unshare` where the signal would kill it. */
+const signalGroup = (group: ProcessGroup.ProcessGroup, signal: NodeJS.Signals) =>
+  Effect.gen(function*() {
+    const table = yield* ProcessTable
+    if (group.containment !== "pidns" || pidnsLeaderSurvives(signal)) return yield* Effect.asVoid(table.signal(-group.pid, signal))
+    const members = groupMembers(yield* table.scan, group.pid).filter((p) => p.pid !== group.pid)
+    yield* Effect.forEach(members, (p) => table.signal(p.pid, signal), { discard: true })
+  })
+
+/**
+ * What corral does with a signal it receives, as timeout(1): SIGALRM times
+ * CMD out; one its caller ignored stays ignored; any other goes to CMD's
+ * group, then SIGCONT, so a stopped CMD can act on it. CMD decides what it
+ * means; with a grace given on the command line (as `timeout -k`), the group
+ * is killed that long after the first one, if CMD is still running.
+ */
+const makeForward = (
+  group: ProcessGroup.ProcessGroup,
+  args: RunArgs,
+  ignored: ReadonlySet<number>,
+  alarm: Deferred.Deferred<string>,
+  log: StopLog
+) => {
+  let armed = false
+  const escalate = (signal: NodeJS.Signals) =>
+    Option.match(args.grace, {
+      onNone: () => Effect.void,
+      onSome: (grace) => {
+        if (armed) return Effect.void
+        armed = true
+        const kill = Effect.zipRight(
+          args.verbose ? say(`${DurationInput.format(grace)} after ${signal}, CMD still runs: killing group ${group.pid}`) : Effect.void,
+          stopAndReport(group, { ...args, verbose: false }, log, { signal: "SIGKILL", grace: 0 })
+        )
+        return Effect.asVoid(Effect.fork(Effect.zipRight(sleepFor(grace), kill)))
+      }
+    })
+  return (signal: NodeJS.Signals) =>
+    Effect.gen(function*() {
+      if (signal === "SIGALRM") return yield* Deferred.succeed(alarm, "received SIGALRM")
+      if (ignored.has(constants.signals[signal]) && constants.signals[signal] !== args.signal) return
+      // an unreaped leader keeps its group id reserved, so the signal cannot hit a stranger
+      if (Option.isSome(yield* group.exitStatus)) return
+      if (args.verbose) yield* say(`received ${signal}: passing it on to group ${group.pid}`)
+      yield* signalGroup(group, signal)
+      if (signal === "SIGWINCH") return
+      yield* signalGroup(group, "SIGCONT")
+      yield* escalate(signal)
+    })
+}
+
+/** After a timeout, as timeout(1): 124, or CMD's status with --preserve-status; 137 when CMD needed SIGKILL. */
+const timedOutCode = (status: Option.Option<ProcessGroup.ExitStatus>, args: RunArgs): number =>
+  Option.match(status, {
+    onNone: () => ExitCode.TimedOut,
+    onSome: (s) =>
+      s._tag === "Signaled" && s.signal === "SIGKILL"
+        ? ExitCode.Killed
+        : args.preserveStatus
+        ? ExitCode.ofStatus(s)
+        : ExitCode.TimedOut
+  })
+
+const onTimeout = (group: ProcessGroup.ProcessGroup, why: string, args: RunArgs, log: StopLog) =>
+  Effect.gen(function*() {
+    const signal = Signals.toNode(args.signal)
+    if (args.verbose) yield* say(`${why}: stopping group ${group.pid}${args.signal === 15 ? "" : ` with SIG${Signals.nameOf(args.signal)}`}`)
+    yield* stopAndReport(group, args, log, { signal })
+    // the stop counts a zombie leader as gone before Node has reaped it
+    const status = yield* Effect.timeoutOption(group.awaitExit, "1 second")
+    return ExitCode.exit(timedOutCode(status, args))
+  })
+
+const settle = (group: ProcessGroup.ProcessGroup, outcome: Outcome, args: RunArgs, log: StopLog) =>
+  outcome._tag === "Exited"
+    ? Effect.as(stopAndReport(group, args, log), ExitCode.endingOf(outcome.status))
+    : onTimeout(group, outcome.why, args, log)
+
+/** What CMD starts with ignored: what corral's caller ignored, but for what timeout(1) itself handles or resets. */
+const ignoredForCommand = (ignored: ReadonlySet<number>, args: RunArgs) => {
+  const handled = new Set([args.signal, constants.signals.SIGALRM, constants.signals.SIGCHLD, constants.signals.SIGTTIN, constants.signals.SIGTTOU])
+  return [...ignored].filter((n) => !handled.has(n))
+}
+
+const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs, ignored: ReadonlySet<number>) {
+  const received = yield* Signals.queue(Signals.forwarded)
   // the watcher stops CMD's group if corral itself is SIGKILLed
   const watcher = yield* Watcher.make
   yield* (yield* Containment).reapLeftovers
-  const group = yield* ProcessGroup.spawn({ command: args.command, stdio: "inherit" }).pipe(
+  const group = yield* ProcessGroup.spawn({ command: args.command, stdio: "inherit", ignoredSignals: ignoredForCommand(ignored, args) }).pipe(
     Effect.provideService(Watcher.Watcher, watcher)
   )
-  const outcome = yield* Effect.raceAll<Effect.Effect<Outcome>>([
-    Effect.map(group.awaitExit, (status) => ({ _tag: "Exited", status })),
-    Option.match(args.timeout, {
-      onNone: () => Effect.never,
-      onSome: (after) => Effect.as(Effect.sleep(after), { _tag: "TimedOut", after })
-    }),
-    Effect.map(signalled, (signal) => ({ _tag: "Signalled", signal }))
-  ])
-  return yield* settle(group, outcome, args)
+  const log: StopLog = { first: undefined }
+  const alarm = yield* Deferred.make<string>()
+  yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(received), makeForward(group, args, ignored, alarm, log))))
+  const timer = Option.match(args.timeout, {
+    onNone: () => Effect.never,
+    onSome: (after) => Effect.as(sleepFor(after), `timed out after ${DurationInput.format(after)}`)
+  })
+  const outcome = yield* Effect.race(
+    Effect.map(group.awaitExit, (status): Outcome => ({ _tag: "Exited", status })),
+    Effect.map(Effect.race(timer, Deferred.await(alarm)), (why): Outcome => ({ _tag: "TimedOut", why }))
+  )
+  return yield* settle(group, outcome, args, log)
 }, Effect.scoped)
 
 const layer = (args: RunArgs) =>
@@ -158,21 +242,29 @@ const exitCodeOf = (error: RunError): number => {
 const messageOf = (error: RunError): string =>
   error._tag === "ConfigError" ? `bad configuration: ${error}` : error.message
 
-const program = (argv: ReadonlyArray<string>) =>
+const program = (argv: ReadonlyArray<string>, ignored: ReadonlySet<number>) =>
   Effect.gen(function*() {
     const parsed = yield* RunArgsParser.parse(argv)
-    if (parsed._tag === "Help") return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
-    return yield* Effect.provide(supervise(parsed.args), layer(parsed.args))
+    if (parsed._tag === "Help") return yield* Effect.as(Effect.sync(() => writeOut(usage)), ExitCode.exit(0))
+    return yield* Effect.provide(supervise(parsed.args, ignored), layer(parsed.args))
   }).pipe(
-    Effect.catchAll((error: RunError) => Effect.as(say(messageOf(error)), exitCodeOf(error))),
+    Effect.catchAll((error: RunError) => Effect.as(say(messageOf(error)), ExitCode.exit(exitCodeOf(error)))),
     // CMD owns stdout: corral's own warnings go to stderr
     Effect.provide(StderrLogger.layer)
   )
 
-/** Runs `corral run` with the words after `run`; sets the process's exit code when done. */
+/**
+ * Runs `corral run` with the words after `run`; sets the process's exit
+ * code when done, or dies of CMD's signal.
+ */
 export const main = (argv: ReadonlyArray<string>): void => {
-  void Effect.runPromiseExit(program(argv)).then((exit) => {
-    if (Exit.isFailure(exit)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
-    process.exitCode = Exit.isSuccess(exit) ? exit.value : ExitCode.Failed
+  // first: it takes the launcher's variable out of the environment CMD inherits
+  const ignored = Signals.ignoredAtStart()
+  void Effect.runPromiseExit(program(argv, ignored)).then((exit) => {
+    if (Exit.isFailure(exit)) {
+      printError(`internal error: ${Cause.pretty(exit.cause)}`)
+      process.exitCode = ExitCode.Failed
+    } else if (exit.value._tag === "Die") Signals.dieOf(exit.value.signal)
+    else process.exitCode = exit.value.code
   })
 }

@@ -24,8 +24,8 @@ interface Command {
 const commands: Readonly<Record<string, Command>> = {
   run: {
     module: "Run",
-    synopsis: "run [--timeout D] [--grace D] [--verbose] [--] CMD [ARGS...]",
-    summary: "run CMD in a process group of its own; stop all of it when CMD ends"
+    synopsis: "run [OPTION]... [DURATION] CMD [ARG]...",
+    summary: "timeout(1) for CMD's whole process group: stop all of it when CMD ends or times out"
   },
   mcp: { module: "Mcp", synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]", summary: "serve background shells to an AI agent over MCP (stdio)" },
   ls: { module: "Ls", synopsis: "ls [--json]", summary: "list the background shells of every corral supervisor on this machine" },

@@ -1,14 +1,22 @@
 /**
  * `corral run` end to end: the built bin as a real child process, real
  * commands, real signals, and /proc read directly to see what is left.
+ * Where GNU timeout is installed, each of its documented behaviours is run
+ * with `timeout` and `corral run` side by side.
  */
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import { constants } from "node:os"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as GnuDuration from "../src/internal/gnuDuration.js"
+import * as Signals from "../src/internal/signals.js"
 
 const bin = fileURLToPath(new URL("../bin/corral.js", import.meta.url))
 const notExecutable = fileURLToPath(new URL("fixtures/not-executable.sh", import.meta.url))
@@ -133,10 +141,17 @@ describe("corral run: exit status", () => {
       expect((yield* runToEnd(["--", "sh", "-c", "exit 3"])).code).toBe(3)
     }))
 
-  it.scopedLive("is 128+N when CMD dies of signal N", () =>
+  it.scopedLive("is CMD's death by signal N: corral dies of N too (a shell sees 128+N)", () =>
     Effect.gen(function*() {
-      expect((yield* runToEnd(["sh", "-c", "kill -s KILL $$"])).code).toBe(128 + 9)
-      expect((yield* runToEnd(["sh", "-c", "kill -s TERM $$"])).code).toBe(128 + 15)
+      expect((yield* runToEnd(["sh", "-c", "kill -s KILL $$"])).signal).toBe("SIGKILL")
+      expect((yield* runToEnd(["sh", "-c", "kill -s TERM $$"])).signal).toBe("SIGTERM")
+      expect((yield* runToEnd(["sh", "-c", "kill -s PIPE $$"])).signal).toBe("SIGPIPE")
+    }))
+
+  it.scopedLive("is 128+N, not a death, for a signal whose death would dump core (Node cannot turn dumps off)", () =>
+    Effect.gen(function*() {
+      const result = yield* runToEnd(["sh", "-c", "kill -s QUIT $$"])
+      expect([result.code, result.signal]).toEqual([128 + 3, null])
     }))
 
   it.scopedLive("is 124 when CMD times out", () =>
@@ -182,6 +197,34 @@ describe("corral run: usage", () => {
       yield* rejects(["--grace=-1", "true"], /^corral: --grace: invalid duration "-1"/)
       yield* rejects(["--verbose=yes", "true"], /^corral: --verbose takes no value/)
       yield* rejects(["--color", "true"], /^corral: unknown option --color for run/)
+      yield* rejects(["-x", "true"], /^corral: unknown option -x for run/)
+      yield* rejects(["-s", "FOO", "1", "true"], /^corral: -s: invalid signal "FOO": use a name like TERM/)
+      yield* rejects(["--signal=65", "1", "true"], /^corral: --signal: invalid signal "65"/)
+      yield* rejects(["-s"], /^corral: -s needs a signal, like -s INT/)
+      yield* rejects(["-k", "soon", "1", "true"], /^corral: -k: invalid duration "soon"/)
+      yield* rejects(["--kill=1x", "1", "true"], /^corral: --kill-after: invalid duration "1x"/)
+      yield* rejects(["1x", "true"], /^corral: invalid duration "1x": .*; no command is named "1x" either$/m)
+      yield* rejects(["soon", "true"], /^corral: invalid duration "soon"/)
+      yield* rejects(["--", "-1", "true"], /^corral: invalid duration "-1"/)
+      yield* rejects(["5"], /^corral: no command to run/)
+    }))
+
+  it.scopedLive("reads a first word that is a duration as DURATION, and runs a command without one", () =>
+    Effect.gen(function*() {
+      expect((yield* runToEnd(["0.2", "sleep", "10"])).code).toBe(124)
+      expect((yield* runToEnd(["--", "0.2", "sleep", "10"])).code).toBe(124)
+      expect((yield* runToEnd(["-v", "0.2s", "sleep", "10"])).code).toBe(124)
+      // with --timeout, the next word is CMD whatever it looks like
+      expect((yield* runToEnd(["--timeout", "0", "10"])).code).toBe(127)
+      // a missing command not followed by a program is a missing command
+      expect((yield* runToEnd(["corral-test-no-such-command", "arg"])).code).toBe(127)
+    }))
+
+  it.scopedLive("takes GNU getopt forms: clustered short options, attached values, unique long prefixes", () =>
+    Effect.gen(function*() {
+      const result = yield* runToEnd(["-vpsINT", "--kill=5", "--time=0.2", "sleep", "10"])
+      expect(result.code).toBe(128 + 2)
+      expect(result.stderr).toMatch(/^corral: timed out after 200ms: stopping group \d+ with SIGINT\n/)
     }))
 
   it.scopedLive("takes everything after the options as CMD, with or without --", () =>
@@ -196,7 +239,7 @@ describe("corral run: usage", () => {
     Effect.gen(function*() {
       const result = yield* runToEnd(["--help"])
       expect(result.code).toBe(0)
-      expect(result.stdout.toString()).toMatch(/^usage: corral run \[--timeout D\]/)
+      expect(result.stdout.toString()).toMatch(/^usage: corral run \[OPTION\]\.\.\. \[DURATION\] CMD \[ARG\]\.\.\./)
     }))
 })
 
@@ -219,13 +262,13 @@ describe("corral run: passthrough", () => {
 })
 
 describe("corral run: signals sent to corral", () => {
-  for (const [signal, number] of [["SIGINT", 2], ["SIGTERM", 15], ["SIGHUP", 1]] as const) {
-    it.scopedLive(`${signal} stops CMD and corral exits 128+${number}`, () =>
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"] as const) {
+    it.scopedLive(`${signal} is passed on to CMD, and corral dies of it as CMD did`, () =>
       Effect.gen(function*() {
         const run = yield* corralRun(["sh", "-c", `${printId}; exec sleep 30`])
         const shellId = yield* run.shellId
         yield* run.signal(signal)
-        expect((yield* run.finished).code).toBe(128 + number)
+        expect((yield* run.finished).signal).toBe(signal)
         expect(carrying(shellId)).toEqual([])
       }))
   }
@@ -240,16 +283,50 @@ describe("corral run: signals sent to corral", () => {
       expect(carrying(shellId)).toEqual([])
     }))
 
-  it.scopedLive("a CMD that ignores the signal passed on is stopped after the grace period", () =>
+  it.scopedLive("a signal passed on is not a stop: a CMD that ignores it keeps running, as under timeout(1)", () =>
+    Effect.gen(function*() {
+      const run = yield* corralRun(["--verbose", "sh", "-c", `trap '' HUP; ${printId}; exec sleep 30`])
+      const shellId = yield* run.shellId
+      yield* run.signal("SIGHUP")
+      yield* Effect.sleep("500 millis")
+      expect(carrying(shellId)).not.toEqual([])
+      yield* run.signal("SIGTERM")
+      const result = yield* run.finished
+      expect(result.signal).toBe("SIGTERM")
+      expect(result.stderr).toMatch(/^corral: received SIGHUP: passing it on to group (\d+)\ncorral: received SIGTERM: passing it on to group \1\n/)
+    }))
+
+  it.scopedLive("with --grace (or -k), a CMD still running that long after a signal passed on is killed", () =>
     Effect.gen(function*() {
       const run = yield* corralRun(["--grace", "200ms", "--verbose", "sh", "-c", `trap '' HUP; ${printId}; exec sleep 30`])
       const shellId = yield* run.shellId
       yield* run.signal("SIGHUP")
       const result = yield* run.finished
-      expect(result.code).toBe(128 + 15)
-      expect(result.stderr).toMatch(/^corral: received SIGHUP: passing it on to group \d+\n/)
-      expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/)
+      expect(result.signal).toBe("SIGKILL")
+      expect(result.stderr).toMatch(/^corral: received SIGHUP: passing it on to group (\d+)\ncorral: 200ms after SIGHUP, CMD still runs: killing group \1\n/)
+      expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: (?:SIGKILL sufficed,|escalated to SIGKILL for 1 of) 1 process\n$/)
       expect(carrying(shellId)).toEqual([])
+    }))
+
+  it.scopedLive("SIGWINCH is passed on (CMD's session has no terminal to send it), and is no reason to stop", () =>
+    Effect.gen(function*() {
+      // a foreground sleep, so nothing is orphaned: the trap runs when it ends
+      const run = yield* corralRun(["sh", "-c", `trap 'echo resized; exit 5' WINCH; ${printId}; while :; do sleep 0.1; done`])
+      yield* run.shellId
+      yield* run.signal("SIGWINCH")
+      const result = yield* run.finished
+      expect(result.code).toBe(5)
+      expect(result.stdout.toString()).toMatch(/\nresized\n$/)
+    }))
+
+  it.scopedLive("SIGALRM times CMD out, as it does timeout(1)", () =>
+    Effect.gen(function*() {
+      const run = yield* corralRun(["--verbose", "sh", "-c", `${printId}; exec sleep 30`])
+      yield* run.shellId
+      yield* run.signal("SIGALRM")
+      const result = yield* run.finished
+      expect(result.code).toBe(124)
+      expect(result.stderr).toMatch(/^corral: received SIGALRM: stopping group \d+\n/)
     }))
 })
 
@@ -279,7 +356,8 @@ orphaning("corral run: whole groups (orphans processes, so needs the PID namespa
       ])
       const shellId = yield* run.shellId
       const result = yield* run.finished
-      expect(result.code).toBe(124)
+      // the leader needed SIGKILL: 128+9, as timeout(1) reports it
+      expect(result.code).toBe(137)
       expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: escalated to SIGKILL for \d+ of 3 processes\n$/)
       expect(carrying(shellId)).toEqual([])
     }))
@@ -294,15 +372,366 @@ orphaning("corral run: whole groups (orphans processes, so needs the PID namespa
       expect(carrying(shellId)).toEqual([])
     }))
 
-  for (const [signal, number] of [["SIGINT", 2], ["SIGTERM", 15], ["SIGHUP", 1]] as const) {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     it.scopedLive(`${signal} to corral stops every process of the group`, () =>
       Effect.gen(function*() {
         // dash starts background jobs with SIGINT ignored: the stop must still end them
         const run = yield* corralRun(["sh", "-c", `${printId}; sleep 30 & sleep 30 & wait`])
         const shellId = yield* run.shellId
         yield* run.signal(signal)
-        expect((yield* run.finished).code).toBe(128 + number)
+        expect((yield* run.finished).signal).toBe(signal)
         expect(carrying(shellId)).toEqual([])
       }))
   }
+})
+
+describe("corral run: durations, as GNU timeout reads them", () => {
+  // coreutils' tests/timeout/*.sh and NEWS: what each one means to timeout(1)
+  const cases: ReadonlyArray<readonly [string, number | "invalid"]> = [
+    ["0", 0],
+    ["-0", 0],
+    [".1", 0.1],
+    ["+0.1", 0.1],
+    [" 0.1", 0.1],
+    ["1.", 1],
+    ["10.34", 10.34],
+    ["9.999999999", 9.999999999],
+    ["1e3", 1000],
+    ["1E-1", 0.1],
+    ["0x10", 16],
+    ["0x1p-3", 0.125],
+    ["0X.8P1", 1],
+    ["1s", 1],
+    ["1.5m", 90],
+    ["2h", 7200],
+    ["1d", 86_400],
+    ["2.34e+5d", 2.34e5 * 86_400],
+    ["500ms", 0.5],
+    ["1e-10000", 1e-9],
+    ["9223372036854775808d", 9223372036854775808 * 86_400],
+    ["1.18e+4932", Infinity],
+    ["inf", Infinity],
+    ["INFINITYd", Infinity],
+    ["invalid", "invalid"],
+    [" -0.1", "invalid"],
+    ["-1", "invalid"],
+    ["-1e-10000", "invalid"],
+    ["-inf", "invalid"],
+    ["nan", "invalid"],
+    ["0.1 ", "invalid"],
+    ["42D", "invalid"],
+    ["1x", "invalid"],
+    ["1e", "invalid"],
+    ["1e+", "invalid"],
+    ["0x", "invalid"],
+    ["0x1p", "invalid"],
+    [".", "invalid"],
+    ["1,5", "invalid"],
+    ["1.5.5", "invalid"],
+    ["", "invalid"]
+  ]
+  it("reads each as coreutils' tests and NEWS say timeout(1) does", () => {
+    for (const [input, seconds] of cases) {
+      const parsed = GnuDuration.parseSeconds(input)
+      expect([input, Either.isRight(parsed) ? parsed.right : "invalid"]).toEqual([input, seconds])
+    }
+  })
+
+  it("never fires past any clock; a positive duration too small to represent still fires", () => {
+    expect(GnuDuration.parse("1.18e+4932")).toEqual(Either.right(Option.some(Duration.infinity)))
+    expect(GnuDuration.parse("9223372036854775808d")).toEqual(Either.right(Option.some(Duration.infinity)))
+    expect(GnuDuration.parse("0")).toEqual(Either.right(Option.none()))
+    const tiny = GnuDuration.parse("1e-10000")
+    expect(Either.isRight(tiny) && Option.exists(tiny.right, (d) => Duration.toMillis(d) > 0)).toBe(true)
+  })
+})
+
+describe("corral run: -s, as GNU timeout reads it", () => {
+  it("takes names with or without SIG in any case, numbers (a shell's 128+N too) and real-time names", () => {
+    const cases: ReadonlyArray<readonly [string, number | undefined]> = [
+      ["TERM", 15], ["term", 15], ["SIGTERM", 15], ["sigterm", 15], ["SiGtErM", 15], ["15", 15], ["015", 15], ["SIG15", 15],
+      ["0", 0], ["EXIT", 0], ["130", 2], ["271", 15], ["KILL", 9], ["CLD", 17], ["IOT", 6], ["POLL", 29], ["STKFLT", 16],
+      ["RTMIN", 34], ["RTMIN+1", 35], ["rtmax-1", 63], ["RTMAX", 64], ["34", 34], ["64", 64],
+      ["65", undefined], ["32", undefined], ["33", undefined], ["+15", undefined], [" 15", undefined], ["15x", undefined],
+      ["-15", undefined], ["0x0f", undefined], ["1e1", undefined], ["", undefined], ["UNUSED", undefined], ["RTMIN-1", undefined],
+      ["RTMAX+1", undefined], ["FOO", undefined]
+    ]
+    for (const [operand, signal] of cases) expect([operand, Signals.parse(operand)]).toEqual([operand, signal])
+  })
+})
+
+/** GNU timeout's version, where it is installed. */
+const gnuVersion: readonly [number, number] | undefined = (() => {
+  const out = spawnSync("timeout", ["--version"], { encoding: "utf8" })
+  const match = /coreutils\)? (\d+)\.(\d+)/.exec(out.stdout ?? "")
+  return out.status === 0 && match !== null ? [Number(match[1]), Number(match[2])] : undefined
+})()
+
+interface Case {
+  readonly title: string
+  /** The words after `timeout` or `corral run`. */
+  readonly args?: ReadonlyArray<string>
+  /** Or a bash script running `$X` (`timeout` or `corral run`), with `$F` a file of its own. */
+  readonly script?: string
+  /** Sent to the wrapper once CMD has printed its first line. */
+  readonly send?: NodeJS.Signals
+  /** The status coreutils documents (its tests, NEWS and --help), as a shell sees it. */
+  readonly status: number
+  /** The coreutils release that brought the behaviour: an older installed timeout is not compared. */
+  readonly since?: readonly [number, number]
+  /** Also compare how each ended: the same code, or death by the same signal. */
+  readonly sameEnd?: boolean
+  /** What both must have done beyond the status. */
+  readonly effect?: (result: Ran) => void
+}
+
+interface Ran {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+  /** As a shell sees it: the code, or 128+N for death by signal N. */
+  readonly status: number
+}
+
+const newer = (a: readonly [number, number], b: readonly [number, number]) => a[0] > b[0] || (a[0] === b[0] && a[1] >= b[1])
+
+const compared = (c: Case) => gnuVersion !== undefined && (c.since === undefined || newer(gnuVersion, c.since))
+
+const titleOf = (c: Case) =>
+  `${c.title} → ${c.status} ` + (gnuVersion === undefined
+    ? "(GNU timeout is not installed: the documented value)"
+    : compared(c)
+    ? `(beside GNU timeout ${gnuVersion.join(".")})`
+    : `(as coreutils ${c.since!.join(".")} documents it; the installed ${gnuVersion.join(".")} behaves otherwise and is not run)`)
+
+/** Runs one wrapper on the case: `timeout`, or the bin run as a file (through its sh launcher) as a user's shell would. */
+const runWith = (wrapper: ReadonlyArray<string>, c: Case) =>
+  Effect.gen(function*() {
+    const file = `${fs.mkdtempSync("/tmp/corral-run-test-")}/f`
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(file.slice(0, -2), { recursive: true, force: true })))
+    const env = { ...process.env, X: wrapper.join(" "), F: file }
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        c.script !== undefined
+          ? spawn("bash", ["-c", c.script], { env, stdio: ["ignore", "pipe", "pipe"] })
+          : spawn(wrapper[0]!, [...wrapper.slice(1), ...c.args!], { env, stdio: ["ignore", "pipe", "pipe"] })
+      ),
+      (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+    )
+    const stdout: Array<Buffer> = []
+    const stderr: Array<Buffer> = []
+    const up = yield* Deferred.make<void>()
+    child.stdout.on("data", (bytes: Buffer) => {
+      stdout.push(bytes)
+      if (Buffer.concat(stdout).includes("\n")) Deferred.unsafeDone(up, Effect.void)
+    })
+    child.stderr.on("data", (bytes: Buffer) => stderr.push(bytes))
+    const exited = yield* Deferred.make<Pick<Ran, "code" | "signal">>()
+    const closed = yield* Deferred.make<void>()
+    child.once("exit", (code, signal) => Deferred.unsafeDone(exited, Effect.succeed({ code, signal })))
+    child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
+    if (c.send !== undefined) {
+      yield* Deferred.await(up)
+      child.kill(c.send)
+    }
+    const { code, signal } = yield* Deferred.await(exited)
+    // the output is complete once nothing holds the pipes; a wrapper that left CMD running must not hold the test
+    yield* Effect.timeoutOption(Deferred.await(closed), "1 second")
+    const status = code ?? 128 + constants.signals[signal!]
+    return { code, signal, status, stdout: Buffer.concat(stdout).toString(), stderr: Buffer.concat(stderr).toString() } satisfies Ran
+  })
+
+const sideBySide = (cases: ReadonlyArray<Case>) => {
+  for (const c of cases) {
+    it.scopedLive(titleOf(c), () =>
+      Effect.gen(function*() {
+        const [ours, theirs] = yield* Effect.all([
+          runWith([bin, "run"], c),
+          compared(c) ? Effect.asSome(runWith(["timeout"], c)) : Effect.succeedNone
+        ], { concurrency: 2 })
+        expect(ours.status, `corral run: ${ours.stderr}`).toBe(c.status)
+        c.effect?.(ours)
+        if (Option.isNone(theirs)) return
+        expect(theirs.value.status, `timeout: ${theirs.value.stderr}`).toBe(c.status)
+        c.effect?.(theirs.value)
+        if (c.sameEnd) expect([ours.code, ours.signal]).toEqual([theirs.value.code, theirs.value.signal])
+      }))
+  }
+}
+
+const oneLine = (result: Ran) => expect(result.stderr.split("\n")).toHaveLength(2)
+
+describe("corral run beside GNU timeout: exit status", () => {
+  sideBySide([
+    { title: "timeout 0.2 sleep 10", args: ["0.2", "sleep", "10"], status: 124 },
+    { title: "timeout 10 sh -c 'exit 3'", args: ["10", "sh", "-c", "exit 3"], status: 3, sameEnd: true },
+    { title: "timeout --preserve-status 0.2 sleep 10", args: ["--preserve-status", "0.2", "sleep", "10"], status: 128 + 15 },
+    { title: "timeout -p 0.2 sleep 10", args: ["-p", "0.2", "sleep", "10"], status: 128 + 15, since: [9, 6] },
+    { title: "timeout -s INT 0.2 sleep 10", args: ["-s", "INT", "0.2", "sleep", "10"], status: 124 },
+    { title: "timeout --preserve-status --signal=sigint 0.2 sleep 10", args: ["--preserve-status", "--signal=sigint", "0.2", "sleep", "10"], status: 128 + 2 },
+    { title: "timeout --preserve-status -s 130 0.2 sleep 10 (a shell's 128+INT)", args: ["--preserve-status", "-s", "130", "0.2", "sleep", "10"], status: 128 + 2 },
+    { title: "timeout -s RTMIN+1 0.2 sleep 10", args: ["-s", "RTMIN+1", "0.2", "sleep", "10"], status: 124 },
+    { title: "timeout -s KILL 0.2 sleep 10", args: ["-s", "KILL", "0.2", "sleep", "10"], status: 128 + 9 },
+    { title: "timeout -s0 -k 0.3 0.2 sleep 10 (KILL was needed)", args: ["-s0", "-k", "0.3", "0.2", "sleep", "10"], status: 128 + 9 },
+    {
+      title: "timeout -k 0.3 0.2 sh -c \"trap '' TERM; exec sleep 10\"",
+      args: ["-k", "0.3", "0.2", "sh", "-c", "trap '' TERM; exec sleep 10"],
+      status: 128 + 9
+    },
+    {
+      title: "timeout --preserve-status -k 0.3 0.2 sh -c \"trap '' TERM; exec sleep 10\"",
+      args: ["--preserve-status", "-k", "0.3", "0.2", "sh", "-c", "trap '' TERM; exec sleep 10"],
+      status: 128 + 9
+    },
+    {
+      title: "timeout --kill=0.3 --pres -vsTERM 0.2 sh -c \"trap '' TERM; exec sleep 10\" (getopt forms)",
+      args: ["--kill=0.3", "--pres", "-vsTERM", "0.2", "sh", "-c", "trap '' TERM; exec sleep 10"],
+      status: 128 + 9
+    },
+    { title: "timeout 10 sh -c 'kill -TERM $$' (dies of it)", args: ["10", "sh", "-c", "kill -TERM $$"], status: 128 + 15, sameEnd: true },
+    { title: "timeout 10 sh -c 'kill -KILL $$' (dies of it)", args: ["10", "sh", "-c", "kill -KILL $$"], status: 128 + 9, sameEnd: true },
+    { title: "timeout 10 not-executable.sh", args: ["10", notExecutable], status: 126 },
+    { title: "timeout 10 no-such-command", args: ["10", "corral-test-no-such-command"], status: 127 },
+    {
+      title: "{ timeout -v 0.2 sleep 10 2>&1; } | : (stderr a closed pipe)",
+      script: "{ $X -v 0.2 sleep 10 2>&1; echo $? > \"$F\"; } | :; exit \"$(cat \"$F\")\"",
+      status: 124,
+      since: [9, 10]
+    }
+  ])
+})
+
+describe("corral run beside GNU timeout: usage errors are 125", () => {
+  const usage = (title: string, args: ReadonlyArray<string>, since?: readonly [number, number]): Case =>
+    ({ title, args, status: 125, effect: (r) => expect(r.stderr).not.toBe(""), ...(since ? { since } : {}) })
+  sideBySide([
+    usage("timeout --signal=invalid 1 true", ["--signal=invalid", "1", "true"]),
+    usage("timeout -s 65 1 true", ["-s", "65", "1", "true"]),
+    usage("timeout --kill-after=invalid 1 true", ["--kill-after=invalid", "1", "true"]),
+    usage("timeout --frobnicate 1 true", ["--frobnicate", "1", "true"]),
+    usage("timeout invalid true", ["invalid", "true"]),
+    usage("timeout ' -0.1' true", [" -0.1", "true"]),
+    usage("timeout -- -1 true", ["--", "-1", "true"]),
+    usage("timeout 42D true", ["42D", "true"]),
+    usage("timeout 1e true", ["1e", "true"]),
+    usage("timeout 0x true", ["0x", "true"]),
+    usage("timeout nan true", ["nan", "true"]),
+    usage("timeout '0.1 ' true", ["0.1 ", "true"]),
+    usage("timeout -- -1e-10000 true (a negative underflow)", ["--", "-1e-10000", "true"], [9, 7]),
+    usage("timeout 5 (no command)", ["5"])
+  ])
+
+  it.scopedLive("and corral's message is one line", () =>
+    Effect.gen(function*() {
+      for (const args of [["--signal=invalid", "1", "true"], ["-k", "x", "1", "true"], ["invalid", "true"], ["5"]]) {
+        oneLine(yield* runWith([bin, "run"], { title: "", args, status: 125 }))
+      }
+    }))
+})
+
+describe("corral run beside GNU timeout: durations", () => {
+  sideBySide([
+    { title: "timeout .1 sleep 10", args: [".1", "sleep", "10"], status: 124 },
+    { title: "timeout 0x1p-3 sleep 10 (a hex float)", args: ["0x1p-3", "sleep", "10"], status: 124 },
+    { title: "timeout ' +1e-1' sleep 10", args: [" +1e-1", "sleep", "10"], status: 124 },
+    { title: "timeout 0 sleep 0.3 (0 disables)", args: ["0", "sleep", "0.3"], status: 0 },
+    { title: "timeout -- -0 true", args: ["--", "-0", "true"], status: 0 },
+    { title: "timeout 1e3 true", args: ["1e3", "true"], status: 0 },
+    { title: "timeout 2.34e+5d true", args: ["2.34e+5d", "true"], status: 0 },
+    { title: "timeout 9223372036854775808d sleep 0.3 (clamped, never fires)", args: ["9223372036854775808d", "sleep", "0.3"], status: 0 },
+    { title: "timeout 1.18e+4932 sleep 0.3 (clamped, never fires)", args: ["1.18e+4932", "sleep", "0.3"], status: 0 },
+    { title: "timeout inf true", args: ["inf", "true"], status: 0 },
+    // past 2^31-1 ms a Node timer fires at once, and effect's never: both would be wrong
+    { title: "timeout 25d sleep 0.3 (past Node's timer limit)", args: ["25d", "sleep", "0.3"], status: 0 },
+    { title: "timeout 1e-10000 sleep 10 (too small to represent, still fires)", args: ["1e-10000", "sleep", "10"], status: 124, since: [9, 7] },
+    { title: "timeout -k 1e-10000 0.2 sh -c \"trap '' TERM; exec sleep 10\"", args: ["-k", "1e-10000", "0.2", "sh", "-c", "trap '' TERM; exec sleep 10"], status: 137, since: [9, 7] }
+  ])
+
+  it.scopedLive("corral run 300ms sleep 10 → 124: corral's own ms (timeout(1) says 125)", () =>
+    Effect.gen(function*() {
+      expect((yield* runWith([bin, "run"], { title: "", args: ["300ms", "sleep", "10"], status: 124 })).status).toBe(124)
+    }))
+})
+
+/** CMD: prints a line once it is up, then sleeps, one process that nothing orphans. */
+const upThenSleep = ["sh", "-c", "echo up; exec sleep 10"]
+
+/**
+ * CMD: exits 7 on `signal`. Node, not sh: sh's child between fork and exec
+ * still has sh's handler, and a signal caught there is lost, so a trapping
+ * sh can wait out its whole sleep (GNU timeout, which sends twice, hit it).
+ */
+const upThenExit7On = (signal: NodeJS.Signals) =>
+  [process.execPath, "-e", `process.on("${signal}", () => process.exit(7)); console.log("up"); setTimeout(() => {}, 10000)`]
+
+describe("corral run beside GNU timeout: signals sent to it", () => {
+  // timeout before 9.10 dies of SIGUSR1 and SIGUSR2 and leaves CMD running
+  for (const [signal, since] of [["SIGINT"], ["SIGTERM"], ["SIGHUP"], ["SIGQUIT"], ["SIGUSR1", [9, 10]], ["SIGUSR2", [9, 10]]] as const) {
+    const n = constants.signals[signal]
+    sideBySide([
+      {
+        title: `${signal} to timeout 10 node -e 'process.on("${signal}", () => process.exit(7)) …' (passed on, CMD decides)`,
+        args: ["10", ...upThenExit7On(signal)],
+        send: signal,
+        status: 7,
+        sameEnd: true,
+        ...(since ? { since } : {})
+      },
+      {
+        title: `${signal} to timeout 10 sh -c '…' (CMD dies of it${signal === "SIGQUIT" ? "; corral exits 131 where timeout dies, not to dump core" : ", and so does the wrapper"})`,
+        args: ["10", ...upThenSleep],
+        send: signal,
+        status: 128 + n,
+        sameEnd: signal !== "SIGQUIT",
+        ...(since ? { since } : {})
+      }
+    ])
+  }
+
+  sideBySide([
+    { title: "SIGALRM to timeout 10 sh -c '…' (a timeout)", args: ["10", ...upThenSleep], send: "SIGALRM", status: 124 },
+    {
+      title: "SIGINT to timeout -k 0.3 10 sh -c \"trap '' INT; …\" (killed that long after)",
+      args: ["-k", "0.3", "10", "sh", "-c", "trap '' INT; echo up; exec sleep 10"],
+      send: "SIGINT",
+      status: 128 + 9,
+      sameEnd: true
+    }
+  ])
+})
+
+describe("corral run beside GNU timeout: signals ignored when it started", () => {
+  sideBySide([
+    {
+      title: "trap '' PIPE; timeout 10 yes | head -1 (yes sees EPIPE)",
+      script: "trap '' PIPE; $X 10 yes | head -1 > /dev/null; exit ${PIPESTATUS[0]}",
+      status: 1,
+      effect: (r) => expect(r.stderr).toMatch(/^yes: standard output: Broken pipe\n/)
+    },
+    {
+      title: "timeout 10 yes | head -1 (yes dies of SIGPIPE, and so does the wrapper)",
+      script: "$X 10 yes | head -1 > /dev/null; exit ${PIPESTATUS[0]}",
+      status: 128 + 13
+    },
+    {
+      title: "trap '' USR1; timeout 10 sh -c 'kill -USR1 $$; echo alive'",
+      script: "trap '' USR1; $X 10 sh -c 'kill -USR1 $$; echo alive'",
+      status: 0,
+      effect: (r) => expect(r.stdout).toBe("alive\n")
+    },
+    {
+      title: "trap '' INT; timeout 10 sh -c 'kill -INT $$; echo alive'",
+      script: "trap '' INT; $X 10 sh -c 'kill -INT $$; echo alive'",
+      status: 0,
+      since: [9, 10],
+      effect: (r) => expect(r.stdout).toBe("alive\n")
+    },
+    {
+      title: "trap '' USR1; timeout 10 …; kill -USR1 (the wrapper ignores it too)",
+      script: "trap '' USR1; $X 10 sh -c 'echo up > \"$F\"; sleep 1' & pid=$!; " +
+        "until [ -s \"$F\" ]; do sleep 0.05; done; kill -USR1 $pid; wait $pid",
+      status: 0
+    }
+  ])
 })

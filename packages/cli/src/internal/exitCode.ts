@@ -7,8 +7,21 @@ export const TimedOut = 124
 export const Failed = 125
 export const CannotInvoke = 126
 export const NotFound = 127
+/** CMD needed SIGKILL after a timeout: 128+9, as timeout(1) reports it even without --preserve-status. */
+export const Killed = 128 + constants.signals.SIGKILL
 
 export const ofSignal = (signal: NodeJS.Signals): number => 128 + constants.signals[signal]
 
 export const ofStatus = (status: ExitStatus): number =>
   status._tag === "Exited" ? status.code : ofSignal(status.signal)
+
+/** How `corral run` ends: with a code, or by dying of CMD's signal, as timeout(1) does when CMD was not timed out. */
+export type Ending =
+  | { readonly _tag: "Exit"; readonly code: number }
+  | { readonly _tag: "Die"; readonly signal: number }
+
+export const exit = (code: number): Ending => ({ _tag: "Exit", code })
+
+/** CMD's own ending passed on: its code, or its death by the same signal. */
+export const endingOf = (status: ExitStatus): Ending =>
+  status._tag === "Exited" ? exit(status.code) : { _tag: "Die", signal: constants.signals[status.signal] }
