@@ -27,7 +27,7 @@ type PatternOption = "filter" | "waitFor"
  * Checks a pattern here, where parsing it is cheap and bounded by its length;
  * it is matched only in a pattern worker.
  */
-export const compile = (pattern: string, option?: PatternOption) =>
+export const checkPattern = (pattern: string, option?: PatternOption) =>
   Effect.suspend(() => {
     if (pattern.length > MAX_PATTERN_CHARS) return new InvalidPattern({ pattern, option, problem: "length", reason: "too long" })
     try {
@@ -70,8 +70,8 @@ const validate = (options: OutputOptions) =>
     if (!Number.isFinite(waitMs) || waitMs < 0) {
       return yield* new InvalidOption({ option: "waitMs", value: options.waitMs, expected: "a number of milliseconds, 0 or more" })
     }
-    const filter = options.filter === undefined ? undefined : yield* compile(options.filter, "filter")
-    const waitFor = options.waitFor === undefined ? undefined : yield* compile(options.waitFor, "waitFor")
+    const filter = options.filter === undefined ? undefined : yield* checkPattern(options.filter, "filter")
+    const waitFor = options.waitFor === undefined ? undefined : yield* checkPattern(options.waitFor, "waitFor")
     return { mode, lines, waitMs, filter, waitFor }
   })
 
