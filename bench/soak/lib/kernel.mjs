@@ -28,11 +28,24 @@ export const processInfo = (pid) => {
   }
 }
 
-export const scan = () =>
-  fs.readdirSync("/proc").flatMap((name) => {
+/**
+ * Pids in /proc, newest (highest) first: under a PID 1 that never reaps,
+ * hundreds of zombies can come before a short-lived process in a scan, and
+ * read oldest first, a process living a few milliseconds (a pid hopper) is
+ * gone by the time its turn comes.
+ */
+const pids = () => {
+  const out = []
+  for (const name of fs.readdirSync("/proc")) {
     const first = name.charCodeAt(0)
-    if (first < 48 || first > 57) return []
-    const info = processInfo(Number(name))
+    if (first >= 48 && first <= 57) out.push(Number(name))
+  }
+  return out.sort((a, b) => b - a)
+}
+
+export const scan = () =>
+  pids().flatMap((pid) => {
+    const info = processInfo(pid)
     return info === undefined ? [] : [info]
   })
 
@@ -90,11 +103,17 @@ export const environ = (pid) => readText(`/proc/${pid}/environ`) ?? ""
 export const liveMarked = (tokens) => {
   const list = [...tokens]
   if (list.length === 0) return []
-  return liveOthers().filter((p) => {
-    const cmd = readText(`/proc/${p.pid}/cmdline`) ?? ""
-    const env = environ(p.pid)
-    return list.some((t) => cmd.includes(t) || env.includes(t))
-  })
+  // each process's argv and environment read right after its stat, not after the whole table
+  const found = []
+  for (const pid of pids()) {
+    if (pid === process.pid) continue
+    const p = processInfo(pid)
+    if (p === undefined || !isAlive(p)) continue
+    const cmd = readText(`/proc/${pid}/cmdline`) ?? ""
+    const env = environ(pid)
+    if (list.some((t) => cmd.includes(t) || env.includes(t))) found.push(p)
+  }
+  return found
 }
 
 /** The inode of this process's PID namespace. */

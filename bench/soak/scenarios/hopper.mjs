@@ -36,10 +36,12 @@ export default {
         yield* Effect.sleep(Duration.millis(5))
       }
       if (recent.size === 0) {
-        const { text } = yield* (yield* ShellRegistry).output(shell.id, { mode: "all" })
+        const { text, info } = yield* (yield* ShellRegistry).output(shell.id, { mode: "all" })
+        const table = Kernel.scan()
         return yield* failure(
           `the hopper had stopped hopping before the stop (${seen.size} hops seen): ${before.map(Kernel.describe).join("; ")}; ` +
-            `its output: ${JSON.stringify(text.slice(-500))}`
+            `its output: ${JSON.stringify(text.slice(-500))}; shell ${info.status._tag}; ` +
+            `${table.length} processes here, ${table.filter(Kernel.isZombie).length} of them zombies`
         )
       }
       const report = yield* killConfirmed(shell, [token])
