@@ -72,8 +72,9 @@ signals:
   SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to corral
   are passed on to CMD's group (and SIGCONT after all but SIGWINCH), and corral
   waits for CMD, as timeout(1) does; with -k or --grace, it kills the group that
-  long after the first. SIGALRM times CMD out at once. Signals ignored when
-  corral started stay ignored, for CMD too (but SIGALRM and the -s signal).
+  long after the first. SIGALRM times CMD out at once. SIGTSTP (Ctrl-Z) stops
+  CMD's group and corral as one job; SIGCONT (fg, bg) resumes both. Signals
+  ignored when corral started stay ignored, for CMD too (but SIGALRM and -s's).
 
 exit status (as timeout(1)):
   CMD's own   CMD's exit code; if CMD died of signal N, corral dies of N too
@@ -130,11 +131,24 @@ const signalGroup = (group: ProcessGroup.ProcessGroup, signal: NodeJS.Signals) =
   })
 
 /**
+ * Ctrl-Z: CMD's group is stopped, then corral, as one job. With SIGSTOP:
+ * CMD's group is orphaned (its session is its own), and the kernel drops a
+ * SIGTSTP to an orphaned group rather than stop it.
+ */
+const suspend = (group: ProcessGroup.ProcessGroup, args: RunArgs, running: boolean) =>
+  Effect.gen(function*() {
+    if (args.verbose) yield* say(`received SIGTSTP: suspending ${running ? `group ${group.pid} and ` : ""}corral`)
+    if (running) yield* signalGroup(group, "SIGSTOP")
+    Signals.suspendSelf()
+  })
+
+/**
  * What corral does with a signal it receives, as timeout(1): SIGALRM times
  * CMD out; one its caller ignored stays ignored; any other goes to CMD's
  * group, then SIGCONT, so a stopped CMD can act on it. CMD decides what it
  * means; with a grace given on the command line (as `timeout -k`), the group
- * is killed that long after the first one, if CMD is still running.
+ * is killed that long after the first one, if CMD is still running. SIGTSTP
+ * and SIGCONT suspend and resume CMD with corral, as one job.
  */
 const makeForward = (
   group: ProcessGroup.ProcessGroup,
@@ -162,7 +176,10 @@ const makeForward = (
       if (signal === "SIGALRM") return yield* Deferred.succeed(alarm, "received SIGALRM")
       if (ignored.has(constants.signals[signal]) && constants.signals[signal] !== args.signal) return
       // an unreaped leader keeps its group id reserved, so the signal cannot hit a stranger
-      if (Option.isSome(yield* group.exitStatus)) return
+      const running = Option.isNone(yield* group.exitStatus)
+      if (signal === "SIGTSTP") return yield* suspend(group, args, running)
+      if (!running) return
+      if (signal === "SIGCONT") return yield* signalGroup(group, signal)
       if (args.verbose) yield* say(`received ${signal}: passing it on to group ${group.pid}`)
       yield* signalGroup(group, signal)
       if (signal === "SIGWINCH") return
@@ -205,7 +222,7 @@ const ignoredForCommand = (ignored: ReadonlySet<number>, args: RunArgs) => {
 }
 
 const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs, ignored: ReadonlySet<number>) {
-  const received = yield* Signals.queue(Signals.forwarded)
+  const received = yield* Signals.queue([...Signals.forwarded, ...Signals.jobControl])
   // the watcher stops CMD's group if corral itself is SIGKILLed
   const watcher = yield* Watcher.make
   yield* (yield* Containment).reapLeftovers

@@ -15,6 +15,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as GnuDuration from "../src/internal/gnuDuration.js"
 import * as Signals from "../src/internal/signals.js"
 
@@ -89,10 +91,25 @@ const corral = (args: ReadonlyArray<string>, stdin: Uint8Array = new Uint8Array(
       }))
       return { ...status, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr).toString() }
     })
-    return { shellId, finished, signal: (signal: NodeJS.Signals) => Effect.sync(() => child.kill(signal)) }
+    return { pid: child.pid!, shellId, finished, signal: (signal: NodeJS.Signals) => Effect.sync(() => child.kill(signal)) }
   })
 
 const corralRun = (args: ReadonlyArray<string>, stdin?: Uint8Array) => corral(["run", ...args], stdin)
+
+/** A process's one-letter state (R, S, T, Z...), or "" once it is gone. */
+const stateOf = (pid: number): string => {
+  try {
+    return /\) (\S)/.exec(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))?.[1] ?? ""
+  } catch {
+    return ""
+  }
+}
+
+/** Polls `condition` every 20 ms for up to 5 s. */
+const until = (what: string, condition: () => boolean): Effect.Effect<void, Error> =>
+  Effect.suspend(() => (condition() ? Effect.void : Effect.fail(new Error(`${what}: not yet`)))).pipe(
+    Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 250 })
+  )
 
 const runToEnd = (args: ReadonlyArray<string>, stdin?: Uint8Array) =>
   Effect.flatMap(corralRun(args, stdin), (run) => run.finished)
@@ -317,6 +334,21 @@ describe("corral run: signals sent to corral", () => {
       const result = yield* run.finished
       expect(result.code).toBe(5)
       expect(result.stdout.toString()).toMatch(/\nresized\n$/)
+    }))
+
+  it.scopedLive("SIGTSTP suspends CMD's group, then corral, as one job; SIGCONT resumes both (at a terminal, timeout(1) and CMD share a group that gets both: not compared)", () =>
+    Effect.gen(function*() {
+      const run = yield* corralRun(["--verbose", "sh", "-c", `${printId}; exec sleep 30`])
+      const shellId = yield* run.shellId
+      const all = () => [run.pid, ...carrying(shellId)]
+      yield* run.signal("SIGTSTP")
+      yield* until("corral and CMD stopped", () => all().every((pid) => stateOf(pid) === "T"))
+      yield* run.signal("SIGCONT")
+      yield* until("corral and CMD running again", () => all().every((pid) => stateOf(pid) === "S" || stateOf(pid) === "R"))
+      yield* run.signal("SIGTERM")
+      const result = yield* run.finished
+      expect(result.signal).toBe("SIGTERM")
+      expect(result.stderr).toMatch(/^corral: received SIGTSTP: suspending group \d+ and corral\n/)
     }))
 
   it.scopedLive("SIGALRM times CMD out, as it does timeout(1)", () =>
@@ -734,4 +766,84 @@ describe("corral run beside GNU timeout: signals ignored when it started", () =>
       status: 0
     }
   ])
+})
+
+/** util-linux `script` gives an interactive bash a terminal of its own, so keys become the signals a terminal sends. */
+const hasScript = spawnSync("script", ["--version"], { stdio: "ignore" }).status === 0
+
+/** An interactive bash at a terminal of its own: type keys, wait for output, read what came since a mark. */
+const terminal = Effect.gen(function*() {
+  const child = yield* Effect.acquireRelease(
+    Effect.sync(() => spawn("script", ["-qfec", "bash --norc --noprofile -i", "/dev/null"], { stdio: "pipe", env: { ...process.env, PS1: "$ " } })),
+    (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+  )
+  let out = ""
+  child.stdout.on("data", (bytes: Buffer) => (out += bytes.toString()))
+  return {
+    type: (keys: string) => Effect.sync(() => child.stdin.write(keys)),
+    mark: () => out.length,
+    since: (mark: number) => out.slice(mark),
+    /** Waits for `pattern` in what the terminal showed after `mark`. */
+    waitFor: (pattern: RegExp, mark = 0) =>
+      Effect.mapError(until(`${pattern}`, () => pattern.test(out.slice(mark))), (e) => new Error(`${e.message} at the terminal: ${JSON.stringify(out.slice(-400))}`))
+  }
+})
+
+/** Lines a program printed (not the echo of what was typed). */
+const printed = (text: string, line: string) => (text.match(new RegExp(`^${line}\\r?$`, "gm")) ?? []).length
+
+const atTerminal = (title: string, body: (wrapper: string) => Effect.Effect<unknown, Error, Scope.Scope>) =>
+  (hasScript ? it.scopedLive : it.scopedLive.skip)(
+    `${title} ${gnuVersion === undefined ? "(GNU timeout is not installed: corral alone)" : `(beside GNU timeout ${gnuVersion.join(".")})`}`,
+    () =>
+      Effect.gen(function*() {
+        const wrappers = [`${bin} run 30`, ...(gnuVersion === undefined ? [] : ["timeout 30"])]
+        const results = yield* Effect.all(wrappers.map((w) => Effect.scoped(body(w))), { concurrency: 2 })
+        expect(results[0]).toEqual(results[results.length - 1])
+      })
+  )
+
+describe("corral run at a terminal (an interactive bash under script(1))", () => {
+  atTerminal("Ctrl-Z stops the whole job, fg resumes it, Ctrl-C ends it: 130", (wrapper) =>
+    Effect.gen(function*() {
+      const tty = yield* terminal
+      yield* tty.type(`${wrapper} sh -c 'while :; do echo tick; sleep 0.2; done'\n`)
+      yield* tty.waitFor(/^tick\r?$/m)
+      yield* tty.type("\x1a")
+      yield* tty.waitFor(/Stopped/)
+      const stopped = tty.mark()
+      yield* Effect.sleep("800 millis")
+      const ticksWhileStopped = printed(tty.since(stopped), "tick")
+      const resumed = tty.mark()
+      yield* tty.type("fg\n")
+      yield* tty.waitFor(/^tick\r?$/m, resumed)
+      yield* tty.type("\x03")
+      const ended = tty.mark()
+      yield* tty.type("echo status=$?\n")
+      yield* tty.waitFor(/^status=\d+\r?$/m, ended)
+      const status = /^status=(\d+)\r?$/m.exec(tty.since(ended))![1]
+      expect(ticksWhileStopped).toBe(0)
+      return { ticksWhileStopped, status }
+    }))
+
+  // under timeout(1) the REPL gets each Ctrl-C twice (from the terminal and passed on); under corral once
+  atTerminal("Ctrl-C reaches a REPL that handles it, which keeps running past the grace; Ctrl-\\ ends it: 131", (wrapper) =>
+    Effect.gen(function*() {
+      const tty = yield* terminal
+      const repl = "process.on('SIGINT', () => console.log('caught')); console.log('ready'); setInterval(() => console.log('tick'), 300)"
+      yield* tty.type(`${wrapper} ${process.execPath} -e "${repl}"\n`)
+      yield* tty.waitFor(/^ready\r?$/m)
+      yield* tty.type("\x03")
+      // the terminal echoes ^C on the line the REPL then prints to
+      yield* tty.waitFor(/caught\r?$/m)
+      // longer than corral's default grace: a signal passed on is not a stop
+      yield* Effect.sleep("3500 millis")
+      const later = tty.mark()
+      yield* tty.waitFor(/^tick\r?$/m, later)
+      yield* tty.type("\x1c")
+      const ended = tty.mark()
+      yield* tty.type("echo status=$?\n")
+      yield* tty.waitFor(/^status=\d+\r?$/m, ended)
+      return { aliveAfterGrace: true, status: /^status=(\d+)\r?$/m.exec(tty.since(ended))![1] }
+    }))
 })

@@ -24,6 +24,16 @@ export const forwarded: ReadonlyArray<NodeJS.Signals> = [
   "SIGWINCH"
 ]
 
+/**
+ * Job control: SIGTSTP (Ctrl-Z at a shell prompt) stops CMD's group and
+ * then corral; SIGCONT (`fg`, `bg`) resumes the group with corral. CMD's
+ * session has no terminal, so without this Ctrl-Z would stop corral alone.
+ */
+export const jobControl: ReadonlyArray<NodeJS.Signals> = ["SIGTSTP", "SIGCONT"]
+
+/** Stops corral as SIGTSTP would have, had it not been caught: SIGSTOP cannot be caught. */
+export const suspendSelf = (): void => void process.kill(process.pid, "SIGSTOP")
+
 /** Signals whose default action dumps core: dying of one would leave a core of corral (Node cannot turn dumps off). */
 const dumpsCore: ReadonlySet<number> = new Set(
   (["SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGSEGV", "SIGXCPU", "SIGXFSZ", "SIGSYS"] as const).map((s) => constants.signals[s])
