@@ -137,6 +137,8 @@ for (let iteration = 1; iteration <= iterations; iteration++) {
       tokens.add(token)
       return token
     },
+    /** What the iteration is doing, for a scenario to set: named when it hangs. */
+    phase: undefined,
     floodBytes: Number(args["flood-bytes"]),
     record: (name, value) => (result.samples[name] ??= []).push(value)
   }
@@ -154,12 +156,13 @@ for (let iteration = 1; iteration <= iterations; iteration++) {
         hung = true
         resolve(
           `hung: still running ${(timeoutMs + HUNG_MS) / 1000} s after it began, though its ${timeoutMs / 1000} s timeout interrupted it ` +
-            `(an uninterruptible stop, or a finalizer that never returns); no further iteration runs`
+            `(an uninterruptible stop, or a finalizer that never returns)${ctx.phase === undefined ? "" : `; it was at: ${ctx.phase}`}; no further iteration runs`
         )
       }, timeoutMs + HUNG_MS)
     })
   ])
   clearTimeout(watchdog)
+  if (hung) console.error(`  ${label} #${iteration}: hung with these processes alive: ${Kernel.liveOthers().map(Kernel.describeFully).join("; ")}`)
   result.ran++
   if (failed !== undefined) {
     result.failures.push({ iteration, message: failed })

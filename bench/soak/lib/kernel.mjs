@@ -75,6 +75,9 @@ export const liveMembers = ({ pid, tag }, tokens = []) => {
 
 export const describe = (p) => `${p.pid} ${p.state} ${JSON.stringify(commandLine(p.pid) || p.comm)}`
 
+/** describe, with the parent, group and session: for a hang, where who is matters. */
+export const describeFully = (p) => `${p.pid} ${p.state} ppid ${p.ppid} pgid ${p.pgid} sid ${p.sid} ${JSON.stringify(commandLine(p.pid) || p.comm)}`
+
 export const openDescriptors = () => fs.readdirSync("/proc/self/fd").length
 
 const statusField = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(readText("/proc/self/status") ?? "")?.[1] ?? 0) * 1024

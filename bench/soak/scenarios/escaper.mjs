@@ -20,22 +20,29 @@ const awaitEscaper = (leader, token) =>
 const viaRegistry = (ctx) =>
   withRegistry(ctx, Effect.scoped(Effect.gen(function*() {
     const token = yield* markedToken(ctx)
+    ctx.phase = "registry: start"
     const shell = yield* start(command(token))
     yield* check(shell.containment === ctx.backend, `shell ${shell.id} is held by ${shell.containment}, not ${ctx.backend}`)
+    ctx.phase = "registry: waiting for the escaper"
     yield* awaitEscaper(shell.pid, token)
+    ctx.phase = "registry: kill"
     const report = yield* killConfirmed(shell, [token])
     yield* check(report.containment === ctx.backend, `the stop of ${shell.id} ran on ${report.containment}, not ${ctx.backend}`)
     yield* staysGone(`after the registry's stop of ${shell.id}`, token)
     ctx.record("registry stop ms", report.durationMs)
     ctx.record("registry stop escalated", report.escalated ? 1 : 0)
+    ctx.phase = "registry: closing the registry"
   })))
 
 const viaGroup = (ctx) =>
   withContainment(ctx, Effect.gen(function*() {
     const token = yield* markedToken(ctx)
+    ctx.phase = "group: spawn"
     const group = yield* ProcessGroup.spawn({ command: command(token) })
     yield* check(group.containment === ctx.backend, `group ${group.pid} is held by ${group.containment}, not ${ctx.backend}`)
+    ctx.phase = "group: waiting for the escaper"
     yield* awaitEscaper(group.pid, token)
+    ctx.phase = "group: group.stop()"
     const report = yield* group.stop()
     const live = Kernel.liveMembers({ pid: group.pid, tag: group.shellId }, [token])
     yield* check(live.length === 0, `group.stop() of ${group.pid} returned while ${live.length} of its processes were alive: ${live.map(Kernel.describe).join("; ")}`)
@@ -43,6 +50,7 @@ const viaGroup = (ctx) =>
     yield* staysGone(`after group.stop() of ${group.pid}`, token)
     ctx.record("group stop ms", report.durationMs)
     ctx.record("group stop escalated", report.escalated ? 1 : 0)
+    ctx.phase = "group: closing the scope"
   }))
 
 export default {
