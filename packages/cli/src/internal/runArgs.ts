@@ -170,7 +170,14 @@ export const isCommand = (word: string): boolean => {
   const candidates = word.includes("/")
     ? [word]
     : (process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin").split(":").map((dir) => path.join(dir || ".", word))
-  return candidates.some((candidate) => fs.statSync(candidate, { throwIfNoEntry: false })?.isFile() === true)
+  return candidates.some((candidate) => {
+    try {
+      return fs.statSync(candidate, { throwIfNoEntry: false })?.isFile() === true
+    } catch {
+      // a PATH entry this user may not search holds no command for them
+      return false
+    }
+  })
 }
 
 /**
