@@ -236,7 +236,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             process.execPath, bin, "run", "--timeout", "60s", "--", "sh", "-c", `trap '' TERM; sleep 6${token} & wait`
           ])
           const { code } = yield* outer.exited
-          expect(code).toBe(124)
+          // 124, or 137 as timeout(1) when the inner corral waits for its TERM-ignoring CMD and needs SIGKILL
+          expect([124, 137]).toContain(code)
           yield* staysEmpty(token)
         }))
 
