@@ -254,6 +254,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* waitUntil("the watcher's stop", () => marked(token).length === 0, GRACE + 1_000 + 1_500)
           expect(Date.now() - killedAt).toBeLessThan(GRACE + 1_000 + 1_500)
           yield* staysEmpty(token)
+          // no later corral of a namespace that may end with it would remove them
+          if (backend === "cgroup") yield* waitUntil("the watcher's removal of corral run's cgroups", () => cgroupsOf(run.child.pid!).length === 0)
         }))
     })
   }
@@ -338,6 +340,15 @@ const startTimeOf = (pid: number) => {
 }
 
 /** `corral ARGS` under a backend; killed if still running when the scope closes. */
+/** The parent cgroups a supervisor of this namespace with that pid made (`corral-<uid>-<pidns>-<pid>-…`). */
+const cgroupsOf = (pid: number): Array<string> => {
+  const mount = fs.readFileSync("/proc/self/mountinfo", "latin1").split("\n").map((l) => l.split(" - "))
+    .find(([, rest]) => rest?.startsWith("cgroup2 "))![0]!.split(" ")[4]!
+  const home = path.join(mount, /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))![1]!)
+  const ns = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]
+  return fs.readdirSync(home).filter((name) => name.startsWith(`corral-${process.getuid!()}-${ns}-${pid}-`))
+}
+
 const runCorral = (backend: Backend, args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const child = yield* Effect.acquireRelease(

@@ -6,6 +6,7 @@
  * policy. It never learns of, and so never signals, any other group.
  */
 import * as fs from "node:fs"
+import * as path from "node:path"
 import type { StopTarget } from "../GroupStop.js"
 import type { WatcherMessage } from "../Watcher.js"
 
@@ -17,7 +18,8 @@ const stopCode = Promise.all([
   import("effect/Layer"),
   import("../GroupStop.js"),
   import("../Limits.js"),
-  import("../ProcessTable.js")
+  import("../ProcessTable.js"),
+  import("./cgroup.js")
 ])
 
 // stdout tells the supervisor once the stop code is in: from then on a stop starts at once
@@ -49,7 +51,7 @@ process.stdin.on("data", (text: string) => {
 })
 process.stdin.on("end", async () => {
   if (targets.size === 0) process.exit(0)
-  const [Duration, Effect, Layer, { stopGroups }, { defaults, Limits }, { ProcessTable }] = await stopCode
+  const [Duration, Effect, Layer, { stopGroups }, { defaults, Limits }, { ProcessTable }, Cgroup] = await stopCode
   const layer = Layer.mergeAll(
     ProcessTable.layer,
     Limits.layerWith({
@@ -58,5 +60,22 @@ process.stdin.on("end", async () => {
       killInterval: Duration.millis(limits.killInterval ?? Duration.toMillis(defaults.killInterval))
     })
   )
-  await Effect.runPromise(Effect.provide(stopGroups([...targets.values()]), layer)).finally(() => process.exit(0))
+  await Effect.runPromise(Effect.provide(stopGroups([...targets.values()]), layer))
+    .then(() => removeCgroups(Cgroup.remove))
+    .finally(() => process.exit(0))
 })
+
+/**
+ * The emptied shells' cgroups, then their supervisor's own parent cgroup:
+ * no one else would remove them when the supervisor's PID namespace ends
+ * with it. Only empty cgroups go; rmdir refuses a populated one.
+ */
+const removeCgroups = (remove: (dir: string) => boolean) => {
+  const parents = new Set<string>()
+  for (const { cgroup } of targets.values()) {
+    if (cgroup === undefined) continue
+    remove(cgroup)
+    parents.add(path.dirname(cgroup))
+  }
+  for (const parent of parents) if (path.basename(parent).startsWith("corral-")) remove(parent)
+}
