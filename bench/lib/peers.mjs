@@ -80,36 +80,24 @@ const treeKillPeer = {
   }
 }
 
-// execa 10 declares Node >= 22 for one call, Set.prototype.union, which Node 20 lacks
-export const loadExeca = async () => {
-  if (typeof Set.prototype.union !== "function") {
-    Object.defineProperty(Set.prototype, "union", {
-      configurable: true,
-      writable: true,
-      value(other) {
-        return new Set([...this, ...other])
-      }
-    })
-  }
-  return import("execa")
-}
+export const loadExeca = () => import("execa")
 
-/** execa 10 with `killDescendants` (group signals) and `forceKillAfterDelay` set to the grace. */
+/**
+ * execa 9 (the last line supporting Node 20) with `detached: true`, so the
+ * command leads its own group, and the group stop execa 10's
+ * `killDescendants` + `forceKillAfterDelay` perform: SIGTERM to the group,
+ * then SIGKILL to it if the subprocess has not completed within the grace.
+ */
 const execaPeer = {
   start: async ({ argv, env, grace }) => {
     const { execa } = await loadExeca()
-    const subprocess = execa(argv[0], argv.slice(1), {
-      env,
-      stdin: "ignore",
-      killDescendants: true,
-      forceKillAfterDelay: grace,
-      reject: false
-    })
-    await once(subprocess.nodeChildProcess, "spawn")
-    return { pid: subprocess.pid, groups: [subprocess.pid], subprocess }
+    const subprocess = execa(argv[0], argv.slice(1), { env, stdin: "ignore", detached: true, reject: false })
+    await once(subprocess, "spawn")
+    return { pid: subprocess.pid, groups: [subprocess.pid], subprocess, grace }
   },
-  stop: async ({ subprocess }) => {
-    subprocess.kill()
+  stop: async ({ subprocess, grace }) => {
+    signal(-subprocess.pid, "SIGTERM")
+    if (!(await settlesWithin(subprocess, grace))) signal(-subprocess.pid, "SIGKILL")
     await subprocess
   }
 }

@@ -26,7 +26,7 @@ const IMPLS = {
   "effect-command":
     "`@effect/platform` v3 `Command.start` under `NodeContext.layer` (NodeCommandExecutor), stopped by closing its scope. For output, `Stream.runFold` over the process's stdout.",
   execa:
-    "execa 10.2.1 with `killDescendants: true` (it spawns the child in its own group and signals the group) and `forceKillAfterDelay` set to the grace; `subprocess.kill()`, then await the subprocess. execa 10 declares Node >= 22; on Node 20 the bench adds the one missing method it calls (`Set.prototype.union`). For output, `buffer: false` and a data listener.",
+    "execa 9.6.1 (execa 10 needs Node 22) with `detached: true`, so the child leads its own group, stopped as execa 10's `killDescendants` with `forceKillAfterDelay` stops it: SIGTERM to the group, SIGKILL to the group if the subprocess has not completed within the grace, then await the subprocess. For output, `buffer: false` and a data listener.",
   "tree-kill":
     "tree-kill 1.2.2: the child is spawned in the caller's group, as in tree-kill's README; `treeKill(pid, \"SIGTERM\")` walks the ppid tree with one `ps` per process, then the leader's `exit` is awaited; if it is still alive at the end of the grace, `treeKill(pid, \"SIGKILL\")`."
 }
