@@ -7,7 +7,7 @@
  */
 import { MAX_PATTERN_CHARS, ShellRegistry } from "@corral/core"
 import type { InvalidPattern } from "@corral/core"
-import { TIME_LIMIT_MS } from "@corral/core/internal/patternWorker"
+import { TIME_LIMIT_MS } from "../dist/internal/patternWorker.js"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"

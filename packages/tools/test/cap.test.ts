@@ -1,4 +1,4 @@
-import { cap, makeKeeper } from "@corral/tools/internal/cap"
+import { cap, makeKeeper } from "../dist/internal/cap.js"
 import { describe, expect, it } from "@effect/vitest"
 
 describe("cap", () => {

@@ -1,0 +1,88 @@
+/**
+ * What each published tarball holds, read from `npm pack --dry-run`: the
+ * README and LICENSE, built JS with its .d.ts, source maps only next to the
+ * sources they name, no tests or fixtures, an `exports` map of the public
+ * modules only, and Effect as a peer. scripts/install-test.mjs installs the
+ * tarballs for real; this names the broken promise without the registry.
+ */
+import { execFileSync } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
+import { dirname, join, normalize } from "node:path"
+import { describe, expect, it } from "vitest"
+
+const root = join(import.meta.dirname, "..")
+const packages = ["core", "tools", "cli"] as const
+
+interface Manifest {
+  readonly exports?: Record<string, unknown>
+  readonly dependencies?: Record<string, string>
+  readonly peerDependencies?: Record<string, string>
+  readonly engines?: Record<string, string>
+}
+
+const manifest = (pkg: string): Manifest => JSON.parse(readFileSync(join(root, "packages", pkg, "package.json"), "utf8"))
+
+const packedFiles = (pkg: string): ReadonlyArray<string> => {
+  const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+    cwd: join(root, "packages", pkg),
+    encoding: "utf8",
+    env: { ...process.env, npm_config_update_notifier: "false" }
+  })
+  return (JSON.parse(out) as ReadonlyArray<{ files: ReadonlyArray<{ path: string }> }>)[0]!.files.map((f) => f.path)
+}
+
+const publicModules = (pkg: string) =>
+  readdirSync(join(root, "packages", pkg, "src")).filter((f) => /^[A-Z]\w*\.ts$/.test(f)).map((f) => f.slice(0, -3)).sort()
+
+const ecosystem = ["effect", "@effect/platform", "@effect/platform-node", "@effect/ai", "@effect/experimental", "@effect/rpc"]
+
+describe.each(packages)("the @corral/%s tarball", (pkg) => {
+  const files = packedFiles(pkg)
+
+  it("holds its README, LICENSE and package.json", () => {
+    expect(files).toEqual(expect.arrayContaining(["README.md", "LICENSE", "package.json"]))
+  })
+
+  it("holds no tests, fixtures or build info", () => {
+    expect(files.filter((f) => /(^|\/)(test|tests|fixtures|__tests__)\/|\.test\.|\.tsbuildinfo$/.test(f))).toEqual([])
+  })
+
+  it("has a .d.ts beside every built module", () => {
+    const js = files.filter((f) => f.startsWith("dist/") && f.endsWith(".js"))
+    expect(js.length).toBeGreaterThan(0)
+    expect(js.filter((f) => !files.includes(f.replace(/\.js$/, ".d.ts")))).toEqual([])
+  })
+
+  it("ships a source map only with the sources it names", () => {
+    const missing = files.filter((f) => f.endsWith(".map")).flatMap((map) => {
+      const { sources } = JSON.parse(readFileSync(join(root, "packages", pkg, map), "utf8")) as { sources: ReadonlyArray<string> }
+      return sources.map((source) => normalize(join(dirname(map), source))).filter((source) => !files.includes(source))
+    })
+    expect(missing).toEqual([])
+  })
+
+  it("takes Effect as a peer with a range of the 3.x line, never as its own dependency", () => {
+    const { dependencies = {}, peerDependencies = {} } = manifest(pkg)
+    expect(Object.keys(dependencies).filter((name) => ecosystem.includes(name))).toEqual([])
+    expect(peerDependencies["effect"]).toMatch(/^\^3\.\d+\.\d+$/)
+    for (const [name, range] of Object.entries(peerDependencies)) expect(range, name).toMatch(/^\^\d+\.\d+\.\d+$/)
+  })
+
+  it("declares Node 20 as its floor", () => {
+    expect(manifest(pkg).engines).toEqual({ node: ">=20" })
+  })
+})
+
+describe.each(["core", "tools"] as const)("the @corral/%s exports map", (pkg) => {
+  const exports = manifest(pkg).exports ?? {}
+
+  it("names every public module (src/*.ts), and nothing else", () => {
+    expect(Object.keys(exports).sort()).toEqual([".", ...publicModules(pkg).map((m) => `./${m}`), "./package.json"].sort())
+  })
+
+  it("has no pattern and no path into internal/", () => {
+    const targets = JSON.stringify(exports)
+    expect(Object.keys(exports).filter((key) => key.includes("*"))).toEqual([])
+    expect(targets).not.toMatch(/internal|\*/)
+  })
+})
