@@ -38,6 +38,7 @@ import { printError, writeOut } from "./internal/stdio.js"
 import type { UsageError } from "./internal/usageError.js"
 
 export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D] [--containment C]
+                  [--shell PATH]
 
 Serves background shells to an AI agent over the Model Context Protocol
 (MCP) on stdin and stdout, with four tools: bash (foreground, or
@@ -60,6 +61,9 @@ options:
                     namespace of its own; unshare, perl, user namespaces),
                     procScan (group, session, tag and descendants), or auto
                     (default, or CORRAL_CONTAINMENT): the first that works
+  --shell PATH      the shell command lines run with (PATH -c CMD): a path,
+                    or a name looked up in PATH (default: bash, whatever
+                    $SHELL says; /bin/sh where bash is not installed)
   -h, --help        print this help
 
 Durations are 500ms, 3s, 2m, 1h or bare seconds (1.5).
@@ -98,23 +102,26 @@ const controlEndpoint = Layer.scopedDiscard(
  * the journal and the control socket only: the server still starts, and its
  * watcher still stops every shell if it dies.
  */
-const registryLayer = controlEndpoint.pipe(
-  Layer.provideMerge(ShellRegistry.layer({ name: "corral mcp" })),
-  Layer.catchAll((error) =>
-    ShellRegistry.layer({ name: "corral mcp", journal: false }).pipe(
-      Layer.orDie,
-      Layer.tap(() =>
-        Effect.logWarning(`${error.message}. Until then corral mcp runs without a journal or control socket: corral ls cannot see its shells`)
+const registryLayer = (args: McpArgs) => {
+  const options = { name: "corral mcp", shell: args.shell }
+  return controlEndpoint.pipe(
+    Layer.provideMerge(ShellRegistry.layer(options)),
+    Layer.catchAll((error) =>
+      ShellRegistry.layer({ ...options, journal: false }).pipe(
+        Layer.orDie,
+        Layer.tap(() =>
+          Effect.logWarning(`${error.message}. Until then corral mcp runs without a journal or control socket: corral ls cannot see its shells`)
+        )
       )
     )
   )
-)
+}
 
 const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>, wire: McpWire.Wire) =>
   McpTools.layer.pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
     Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
-    Layer.provide(Layer.merge(registryLayer, PermissionGate.layer)),
+    Layer.provide(Layer.merge(registryLayer(args), PermissionGate.layer)),
     Layer.provide(limitsLayer(args))
   )
 

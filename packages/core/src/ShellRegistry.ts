@@ -24,6 +24,7 @@ import { Limits } from "./Limits.js"
 import type { ExitStatus, ProcessGroupError, SpawnSpec } from "./ProcessGroup.js"
 import * as ProcessGroup from "./ProcessGroup.js"
 import type { OutputChunk } from "./OutputBuffer.js"
+import * as CommandShell from "./CommandShell.js"
 import { Containment } from "./Containment.js"
 import { ProcessTable } from "./ProcessTable.js"
 import * as StateDir from "./StateDir.js"
@@ -175,6 +176,11 @@ export interface RegistryOptions {
   readonly journal?: boolean | undefined
   /** Default: `StateDir.resolve`. */
   readonly stateDir?: string | undefined
+  /**
+   * The shell that runs command lines (`shell -c`) unless a start names its
+   * own, by path or as resolved; default bash (see `CommandShell.resolveDefault`).
+   */
+  readonly shell?: string | CommandShell.CommandShell | undefined
 }
 
 export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<ShellRegistry, {
@@ -201,6 +207,8 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
    * supervisor dies.
    */
   readonly guard: (group: ProcessGroup.ProcessGroup) => Effect.Effect<void, never, Scope.Scope>
+  /** The shell command lines run with, and a note when it is not bash. */
+  readonly shell: CommandShell.CommandShell
   /** This supervisor's identity, as recorded in its journal. */
   readonly supervisor: Journal.Supervisor
   readonly stateDir: string
@@ -248,6 +256,11 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const admission = yield* Effect.makeSemaphore(1)
 
   const supervisor = yield* supervisorIdentity(options)
+  const commandShell: CommandShell.CommandShell = options.shell === undefined
+    ? CommandShell.resolveDefault()
+    : typeof options.shell === "string"
+    ? { path: options.shell }
+    : options.shell
   const stateDir = options.stateDir ?? (yield* StateDir.resolve)
   const crashSafe = options.crashSafety !== false
   const journalled = crashSafe && options.journal !== false
@@ -390,7 +403,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       const id = yield* Effect.acquireRelease(admit, (id) => Ref.update(admitted, HashSet.remove(id)))
       const tag = `${Journal.keyOf(supervisor)}:${id}`
       const scope = yield* Scope.make()
-      const group = yield* ProcessGroup.spawn({ ...spec, shellId: tag }).pipe(
+      const group = yield* ProcessGroup.spawn(withShell(spec, commandShell, tag)).pipe(
         Scope.extend(scope),
         Effect.tapError(() => Scope.close(scope, Exit.void))
       )
@@ -469,9 +482,18 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         onNone: () => Effect.void,
         onSome: (w) => w.guard(group.target)
       }),
+    shell: commandShell,
     supervisor,
     stateDir
   })
+})
+
+/** A spec as the registry runs it: its shell, the unbuffered environment, its tag. */
+export const withShell = (spec: SpawnSpec, shell: CommandShell.CommandShell, shellId: string): SpawnSpec => ({
+  ...spec,
+  shell: spec.shell ?? shell.path,
+  env: CommandShell.environment({ ...process.env, ...spec.env }),
+  shellId
 })
 
 /**

@@ -1,3 +1,4 @@
+export * as CommandShell from "./CommandShell.js"
 export * from "./Containment.js"
 export * as DurationInput from "./DurationInput.js"
 export * as GroupStop from "./GroupStop.js"

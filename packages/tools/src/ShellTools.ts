@@ -32,7 +32,7 @@ const integer = (description: string, bounds: { readonly minimum: number; readon
 const text = (description: string) => Schema.String.annotations({ description })
 
 export const BashTool = Tool.make("bash", {
-  description: `Runs a shell command (/bin/sh -c) and returns its output, stdout and stderr interleaved, with its exit code.
+  description: `Runs a command line with bash (bash -c) and returns its output, stdout and stderr interleaved, with its exit status. A command that exits non-zero is a result like any other, not a tool error: read its exit code on the last line.
 
 Foreground (the default) waits for the command to end, for at most \`timeout\` ms (default ${DEFAULT_TIMEOUT_MS}, 2 minutes; at most ${MAX_TIMEOUT_MS}, 10 minutes). On timeout the command and everything it started are stopped. Output longer than 30000 characters keeps its beginning and its end. When the command returns, anything it left running (\`cmd &\`) is stopped.
 
@@ -42,7 +42,7 @@ Set run_in_background: true for dev servers, watchers, long builds and anything 
 Do not background a command with \`&\`, \`nohup\` or \`setsid\`: use run_in_background, so it can be read and stopped.`,
   parameters: {
     command: Schema.String.annotations({
-      description: "The command line to run with /bin/sh -c. Quote paths that contain spaces.",
+      description: "The command line to run with bash -c. Quote paths that contain spaces.",
       jsonSchema: { minLength: 1 }
     }),
     workdir: Schema.optional(text("Directory to run in: absolute, or relative to the server's working directory (the default). It must exist.")),

@@ -6,24 +6,9 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as ShellTools from "@corral/tools/ShellTools"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
-import type { TestOptions } from "./helpers.js"
-import { call, inPidNamespace, leftovers, toolsLayer } from "./helpers.js"
-
-/** Runs `body` with fresh handlers and registry, then checks the kernel has none of their processes left. */
-const withTools = <A, E>(body: Effect.Effect<A, E, Layer.Layer.Success<ReturnType<typeof toolsLayer>>>, options: TestOptions = {}) =>
-  Effect.gen(function*() {
-    const result = yield* Effect.provide(body, toolsLayer(options))
-    expect(leftovers()).toEqual([])
-    return result
-  })
-
-const okText = (result: { readonly ok: boolean; readonly text: string }) => {
-  expect(result.ok, result.text).toBe(true)
-  return result.text
-}
+import { call, inPidNamespace, okText, withTools } from "./helpers.js"
 
 describe.skipIf(!inPidNamespace)("ShellTools over real processes (stopping groups orphans processes: needs the PID namespace of npm test)", () => {
   describe("bash in the foreground", () => {
@@ -64,7 +49,7 @@ describe.skipIf(!inPidNamespace)("ShellTools over real processes (stopping group
 
     it.live("stops the command at the timeout and says how long it waited", () =>
       withTools(Effect.gen(function*() {
-        const result = yield* call("bash", { command: "echo begun; sleep 30", timeout: 300 })
+        const result = yield* call("bash", { command: "echo begun; sleep 30 & wait", timeout: 300 })
         const text = okText(result)
         expect(text).toMatch(/^begun\n\[timed out after \d+ms \(timeout: 300 ms\); stopped its process group, 2 processes: SIGTERM sufficed\]/)
         expect(text).toContain("run_in_background: true")

@@ -8,9 +8,11 @@ import { Limits } from "@corral/core/Limits"
 import type { LimitsShape } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
 import { ShellRegistry } from "@corral/core/ShellRegistry"
+import type { RegistryOptions } from "@corral/core/ShellRegistry"
 import { PermissionGate } from "@corral/tools/PermissionGate"
 import * as ShellTools from "@corral/tools/ShellTools"
 import type { ToolError, ToolResult } from "@corral/tools/ToolResult"
+import { expect } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -27,13 +29,14 @@ export interface TestOptions {
   readonly cwd?: string
   readonly gate?: Layer.Layer<PermissionGate>
   readonly limits?: Partial<LimitsShape>
+  readonly registry?: Omit<RegistryOptions, "crashSafety">
 }
 
 /** Handlers, registry, limits (a short grace) and the real process table. */
 export const toolsLayer = (options: TestOptions = {}) => {
   const base = Containment.layer().pipe(Layer.provideMerge(Layer.merge(Limits.layerWith({ grace: Duration.millis(300), ...options.limits }), ProcessTable.layer)))
   return ShellTools.layer({ owner: options.owner ?? "test", cwd: options.cwd }).pipe(
-    Layer.provideMerge(ShellRegistry.layer({ name: "tools test", crashSafety: false })),
+    Layer.provideMerge(ShellRegistry.layer({ name: "tools test", ...options.registry, crashSafety: false })),
     Layer.provideMerge(options.gate ?? PermissionGate.layer),
     Layer.provideMerge(base)
   )
@@ -81,3 +84,16 @@ export const taggedProcesses = (prefix: string): Array<number> =>
 
 /** Processes this test process's shells (background and foreground) left alive. */
 export const leftovers = () => taggedProcesses(`${process.pid}:`)
+
+/** Runs `body` with fresh handlers and registry, then checks the kernel has none of their processes left. */
+export const withTools = <A, E>(body: Effect.Effect<A, E, Layer.Layer.Success<ReturnType<typeof toolsLayer>>>, options: TestOptions = {}) =>
+  Effect.gen(function*() {
+    const result = yield* Effect.provide(body, toolsLayer(options))
+    expect(leftovers()).toEqual([])
+    return result
+  })
+
+export const okText = (result: { readonly ok: boolean; readonly text: string }) => {
+  expect(result.ok, result.text).toBe(true)
+  return result.text
+}

@@ -2,6 +2,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
+import * as CommandShell from "@corral/core/CommandShell"
 import * as DurationInput from "@corral/core/DurationInput"
 import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
@@ -13,6 +14,8 @@ export interface McpArgs {
   readonly maxShells?: number | undefined
   readonly grace?: Duration.Duration | undefined
   readonly containment?: ContainmentArg.Choice | undefined
+  /** The shell command lines run with; default bash. */
+  readonly shell?: string | undefined
 }
 
 export type Parsed =
@@ -24,6 +27,7 @@ const options = {
   "max-shells": { type: "string" },
   grace: { type: "string" },
   containment: { type: "string" },
+  shell: { type: "string" },
   help: { type: "boolean", short: "h" }
 } as const
 
@@ -50,11 +54,17 @@ const graceOf = (value: string | undefined): Either.Either<Duration.Duration | u
     ? Either.right(undefined)
     : Either.mapLeft(DurationInput.parse(value), (why) => new UsageError({ message: `--grace: ${why}` }))
 
+const shellOf = (value: string | undefined): Either.Either<string | undefined, UsageError> => {
+  if (value === undefined) return Either.right(undefined)
+  const shell = CommandShell.resolve(value)
+  return typeof shell === "string" ? usageError(`--shell: ${shell}`) : Either.right(shell.path)
+}
+
 const read = (argv: ReadonlyArray<string>) => {
   try {
     return Either.right(parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values)
   } catch (cause) {
-    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C and --help`)
+    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C, --shell PATH and --help`)
   }
 }
 
@@ -68,7 +78,8 @@ export const parse = (argv: ReadonlyArray<string>): Either.Either<Parsed, UsageE
         cwd: yield* cwdOf(values.cwd),
         maxShells: yield* maxShellsOf(values["max-shells"]),
         grace: yield* graceOf(values.grace),
-        containment: values.containment === undefined ? undefined : yield* ContainmentArg.parse(values.containment)
+        containment: values.containment === undefined ? undefined : yield* ContainmentArg.parse(values.containment),
+        shell: yield* shellOf(values.shell)
       }
     } as const
   })

@@ -1,8 +1,9 @@
 /** The `bash` tool: checks, the permission gate, then a foreground command or a background shell. */
 import * as path from "node:path"
+import type { CommandShell } from "@corral/core/CommandShell"
 import { Limits } from "@corral/core/Limits"
 import * as DurationInput from "@corral/core/DurationInput"
-import { ShellRegistry } from "@corral/core/ShellRegistry"
+import { ShellRegistry, withShell } from "@corral/core/ShellRegistry"
 import type * as Tool from "@effect/ai/Tool"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -79,6 +80,10 @@ const permit = (command: string) =>
     })
   })
 
+/** Said in the first result only: the model adapts its syntax once told. */
+const shellNote = (shell: CommandShell, settings: Settings): ReadonlyArray<string> =>
+  shell.note !== undefined && settings.firstShellNote() ? [`[note: ${shell.note}]`] : []
+
 const ensureNewline = (text: string) => (text === "" || text.endsWith("\n") ? text : `${text}\n`)
 
 /** The lines after a foreground command's output: how it ended, and what had to be stopped. */
@@ -103,14 +108,15 @@ const foreground = (command: string, cwd: string, timeoutMs: number, settings: S
     const registry = yield* ShellRegistry
     const { grace } = yield* Limits
     const tag = `${registry.supervisor.pid}:fg${settings.nextForeground()}`
-    const done = yield* Foreground.run({ command, cwd, shellId: tag }, Duration.millis(timeoutMs), registry.guard).pipe(
+    const done = yield* Foreground.run(withShell({ command, cwd }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
       Effect.mapError(toToolError)
     )
     const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(done.output.text)
     const exit = Option.getOrUndefined(done.exit)
     return {
-      text: body + foregroundNotes(done, timeoutMs, DurationInput.format(grace)).join("\n"),
+      text: body + [...foregroundNotes(done, timeoutMs, DurationInput.format(grace)), ...shellNote(registry.shell, settings)].join("\n"),
       metadata: {
+        shell: registry.shell.path,
         exit_code: exit?._tag === "Exited" ? exit.code : undefined,
         signal: exit?._tag === "Signaled" ? exit.signal : undefined,
         timed_out: done.timedOut,
@@ -143,6 +149,7 @@ const background = ({ command, cwd, description, timeoutIgnored }: Input, settin
     const lines = [
       `Started background shell ${id} (pid ${started.pid}): ${command}`,
       ...(timeoutIgnored ? ["(timeout does not apply to a background shell and was ignored)"] : []),
+      ...shellNote(registry.shell, settings),
       first.text === "" ? "No output yet." : `Output so far:\n${ensureNewline(output.text)}`.trimEnd(),
       ...(first.dropped > 0 ? [Format.droppedNote(first.dropped, limits.bufferBytes, "Use filter or tail_lines to find what matters.")] : []),
       Format.statusLine(first.info, now),
@@ -151,7 +158,7 @@ const background = ({ command, cwd, description, timeoutIgnored }: Input, settin
     ]
     return {
       text: lines.join("\n"),
-      metadata: { ...Format.shellMetadata(first.info, now), background: true }
+      metadata: { ...Format.shellMetadata(first.info, now), shell: registry.shell.path, background: true }
     } satisfies ToolResult
   })
 

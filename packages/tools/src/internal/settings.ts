@@ -8,15 +8,19 @@ export interface Settings {
   readonly reader: string
   /** Numbers foreground commands for their `CORRAL_SHELL_ID`. */
   readonly nextForeground: () => number
+  /** True the first time only: a note about the shell is said once. */
+  readonly firstShellNote: () => boolean
 }
 
 export const make = (options: { readonly owner?: string | undefined; readonly cwd?: string | undefined }): Settings => {
   const owner = options.owner ?? "agent"
   let foreground = 0
+  let shellNoted = false
   return {
     owner,
     cwd: path.resolve(options.cwd ?? process.cwd()),
     reader: `tools:${owner}`,
-    nextForeground: () => ++foreground
+    nextForeground: () => ++foreground,
+    firstShellNote: () => !shellNoted && (shellNoted = true)
   }
 }
