@@ -90,6 +90,8 @@ export interface OutputResult {
   readonly info: ShellInfo
   /** Bytes dropped from the buffer before this reader saw them. */
   readonly dropped: number
+  /** Bytes the shell has written since it started, kept or not. */
+  readonly written: number
   /** With `waitFor`: which came first. */
   readonly waited?: "matched" | "exited" | "timeout" | undefined
 }

@@ -104,4 +104,21 @@ describe.skipIf(!inPidNamespace)("the bash tool's shell (needs the PID namespace
       expect(okText(waited)).toMatch(/^ready\n\[wait_for \/ready\/: a new line matched/)
       yield* call("kill_bash", { shell_id: id })
     })))
+
+  it.live("a wait_for that times out on a shell silent since it started says the program may be buffering, and how to fix it", () =>
+    withTools(Effect.gen(function*() {
+      // perl block-buffers a pipe, and no environment variable changes that
+      const silent = yield* call("bash", { command: `perl -e 'print "ready\\n"; sleep 30'`, run_in_background: true })
+      const id = silent.ok ? String(silent.metadata.shell_id) : ""
+      const waited = okText(yield* call("bash_output", { shell_id: id, wait_for: "ready", wait_timeout: 300 }))
+      expect(waited).toMatch(/^\(no new output\)\n\[wait_for \/ready\/: no new line matched within \d+ms, and the shell has printed nothing at all since it started\. It is still running; the program may be buffering its output because stdout is a pipe, not a terminal: make it flush \(python -u, stdbuf -oL CMD/)
+      // one that printed something else is only still running
+      const talking = yield* call("bash", { command: "echo compiling; sleep 30", run_in_background: true })
+      const other = talking.ok ? String(talking.metadata.shell_id) : ""
+      const second = okText(yield* call("bash_output", { shell_id: other, wait_for: "ready", wait_timeout: 300 }))
+      expect(second).toContain("no new line matched within")
+      expect(second).not.toContain("buffering")
+      yield* call("kill_bash", { shell_id: id })
+      yield* call("kill_bash", { shell_id: other })
+    })))
 })

@@ -135,6 +135,7 @@ export const read = (source: Source, options: OutputOptions) =>
       text: filter === undefined ? text : yield* keepMatching(text, filter),
       info: yield* source.info,
       dropped,
+      written: stats.written,
       waited
     } satisfies OutputResult
   })

@@ -72,7 +72,9 @@ const waitedText = (result: OutputResult, pattern: string, waitedMs: number): st
     case "exited":
       return `[wait_for /${pattern}/: the shell ended after ${after}, and no new line matched]`
     default:
-      return `[wait_for /${pattern}/: no new line matched within ${after}; the shell is still running. Read the output above to see what it is doing, then wait again or stop it.]`
+      return result.written === 0
+        ? `[wait_for /${pattern}/: no new line matched within ${after}, and the shell has printed nothing at all since it started. It is still running; the program may be buffering its output because stdout is a pipe, not a terminal: make it flush (python -u, stdbuf -oL CMD, a flush after each print), then start it again and wait again.]`
+        : `[wait_for /${pattern}/: no new line matched within ${after}; the shell is still running. Read the output above to see what it is doing, then wait again or stop it.]`
   }
 }
 
