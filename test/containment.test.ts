@@ -19,6 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 
 const bin = fileURLToPath(new URL("../packages/cli/bin/corral.js", import.meta.url))
@@ -78,6 +79,8 @@ const marked = (token: string): Array<number> =>
       return false
     }
   })
+
+const sidOf = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.split(" ")[3])
 
 const commOf = (pid: number) => {
   try {
@@ -179,6 +182,22 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("stops what an escaper forks after the first scan and then leaves behind: its session is the shell's", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // on SIGTERM the escaper forks a TERM-ignoring sleep and exits, so the sleep's parent is
+          // gone before any scan can see the sleep: only its session links it to the shell
+          const group = yield* ProcessGroup.spawn({
+            command: `setsid env -i sh -c 'trap "trap \\"\\" TERM; sleep 6${token} & exit 0" TERM; sleep 30 & wait' & sleep 600 & wait`
+          })
+          yield* waitUntil("the escaper", () => marked(token).some((pid) => commOf(pid) === "sh" && sidOf(pid) === pid))
+          yield* Effect.sleep("100 millis")
+          const report = yield* group.stop()
+          expect(report.escalated, JSON.stringify(report)).toBe(true)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("stops a TERM-ignoring pid hopper, and says it needed SIGKILL", () =>
         Effect.gen(function*() {
           const token = newToken()
@@ -259,6 +278,22 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         }))
     })
   }
+
+  describe("backend procScan: what it cannot see", () => {
+    it.scopedLive("an escaper the scan never saw, holding the shell's pipes, does not hold up the scope's close", () =>
+      Effect.gen(function*() {
+        const token = newToken()
+        yield* Effect.addFinalizer(() => killMarked(token))
+        // the documented limit: out of the session, untagged, and orphaned before any scan
+        const closed = yield* Effect.scoped(Effect.gen(function*() {
+          const group = yield* ProcessGroup.spawn({ command: escaper(token).replace("sleep 600 & wait", "exit 0") })
+          yield* waitUntil("the escaper", () => sleeping(token))
+          yield* group.awaitExit
+          yield* group.stop()
+        })).pipe(Effect.timeoutOption("5 seconds"))
+        expect(Option.isSome(closed), "the scope's close waited for the pipes' holder").toBe(true)
+      }).pipe(Effect.provide(layerFor("procScan"))))
+  })
 
   for (const backend of exact) {
     describe(`backend ${backend}: nothing can leave`, () => {

@@ -206,7 +206,7 @@ const onTimeout = (group: ProcessGroup.ProcessGroup, why: string, args: RunArgs,
     if (args.verbose) yield* say(`${why}: stopping group ${group.pid}${args.signal === 15 ? "" : ` with SIG${Signals.nameOf(args.signal)}`}`)
     yield* stopAndReport(group, args, log, { signal })
     // the stop counts a zombie leader as gone before Node has reaped it
-    const status = yield* Effect.timeoutOption(group.awaitExit, "1 second")
+    const status = yield* Effect.timeoutOption(Effect.interruptible(group.awaitExit), "1 second")
     return ExitCode.exit(timedOutCode(status, args))
   })
 

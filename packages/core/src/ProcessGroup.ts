@@ -254,9 +254,13 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
   // the scope closes after the stop: give the pipes a moment to deliver what
-  // the dead wrote, then end the output whatever still holds them
+  // the dead wrote, then end the output whatever still holds them. A release
+  // runs uninterruptibly, and a timeout cannot cut short an uninterruptible
+  // wait: made interruptible, or a process outside the shell holding a pipe
+  // would hold the scope's close for as long as it lives.
   const child = yield* Effect.acquireRelease(startChild(spec, shellId, cell), (child) =>
     Deferred.await(closed).pipe(
+      Effect.interruptible,
       Effect.timeout(Duration.millis(200)),
       Effect.ignore,
       Effect.zipRight(Effect.sync(() => {

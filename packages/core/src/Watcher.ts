@@ -125,7 +125,7 @@ export const make = Effect.gen(function*() {
           child.ref() // keep this process alive until the watcher has gone
           if (watched.size === 0) child.kill("SIGKILL")
           else child.stdin!.end()
-        })).pipe(Effect.timeout(Duration.seconds(5)), Effect.ignore)
+        })).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(5)), Effect.ignore)
   )
 
   const replaceWhenDead = Effect.gen(function*() {

@@ -154,6 +154,8 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
   const byGroup = new Map(scanned.map((i) => [targets[i]!.pgid, i]))
   const oldest = Math.min(...scanned.map((i) => targets[i]!.startTime))
   const seen = new Map<string, number>()
+  // members seen so far, by pid: a session or group one of them made is the shell's too
+  const leaders = new Map<number, { readonly i: number; readonly startTime: number }>()
   const tags = new Map<string, ReadonlyArray<string>>()
   const namespaces = new Map<number, number>()
   const resolveNamespaces = Effect.forEach(scanned, (i) => {
@@ -167,9 +169,22 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
     if (known !== undefined) return Effect.succeed(known)
     return Effect.tap(table.shellIdsOf(p.pid), (ids) => tags.set(key(p), ids))
   }
-  const ownerOf = (p: ProcessInfo) =>
+  /**
+   * A session or group made by a member, even one that has died since. Its
+   * id cannot name anyone else while this process is in it: the kernel
+   * holds a pid for as long as a session or group of that id exists.
+   */
+  const ledByMember = (p: ProcessInfo, now: ReadonlyMap<number, number>) => {
+    for (const id of [p.sid, p.pgid]) {
+      const leader = leaders.get(id)
+      const reused = now.has(id) && now.get(id) !== leader?.startTime
+      if (leader !== undefined && !reused && p.startTime >= leader.startTime) return leader.i
+    }
+    return undefined
+  }
+  const ownerOf = (p: ProcessInfo, now: ReadonlyMap<number, number>) =>
     Effect.gen(function*() {
-      const direct = seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid)
+      const direct = seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) ?? ledByMember(p, now)
       if (direct !== undefined) return direct
       if (namespaces.size > 0) {
         const inNamespace = Option.flatMap(yield* table.pidNamespaceOf(p.pid), (ns) => Option.fromNullable(namespaces.get(ns)))
@@ -185,18 +200,19 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
       const out = new Map<number, Array<ProcessInfo>>()
       const owner = new Map<number, number>()
       const orphans: Array<ProcessInfo> = []
+      const now = new Map(all.map((p) => [p.pid, p.startTime]))
       // a zombie still links its children to the shell: a hopper forks, then dies
       for (const p of all) {
         if (p.pid === process.pid || p.startTime < oldest) continue
-        const i = isGone(p) ? seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) : yield* ownerOf(p)
+        const i = isGone(p) ? seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) : yield* ownerOf(p, now)
         if (i !== undefined && p.startTime >= targets[i]!.startTime) owner.set(p.pid, i)
         else orphans.push(p)
       }
-      // descendants: a child of a member is a member, to any depth
+      // descendants, and the sessions and groups members made: members too, to any depth
       for (let grew = true; grew;) {
         grew = false
         for (const p of orphans) {
-          const i = owner.get(p.ppid)
+          const i = owner.get(p.ppid) ?? owner.get(p.sid) ?? owner.get(p.pgid)
           if (i !== undefined && !owner.has(p.pid) && p.startTime >= targets[i]!.startTime) {
             owner.set(p.pid, i)
             grew = true
@@ -207,6 +223,7 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
         const i = owner.get(p.pid)
         if (i === undefined || isGone(p)) continue
         seen.set(key(p), i)
+        leaders.set(p.pid, { i, startTime: p.startTime })
         const list = out.get(i)
         if (list === undefined) out.set(i, [p])
         else list.push(p)
