@@ -8,6 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "@effect/vitest"
+import { CallToolResultSchema, ListToolsResultSchema } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import { corralBin, eventually, mcpServer } from "./fixtures/mcpHarness.js"
@@ -154,17 +155,27 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
         ["bash_output", { shell_id: "s1", filter: "(" }, `filter "(" is not a valid regular expression (/(/: Unterminated group): escape special characters such as ( [ { * + ? with a backslash to match them literally`],
         ["bash_output", { shell_id: "s1", wait_for: "*x" }, `wait_for "*x" is not a valid regular expression (/*x/: Nothing to repeat): escape special characters such as ( [ { * + ? with a backslash to match them literally`],
         ["bash_output", { shell_id: "s1", tail_lines: 0 }, "tail_lines must be a whole number, at least 1; got 0. Leave it out to read what is new since your last read."],
-        ["bash_output", { shell_id: "s1", tail_lines: "ten" }, `invalid arguments for bash_output: tail_lines: Expected number, actual "ten". Check the parameter names and types in the tool's input schema.`],
+        ["bash_output", { shell_id: "s1", tail_lines: "ten" }, `invalid arguments for bash_output: tail_lines must be an integer; got "ten". bash_output takes shell_id (required), bash_id, tail_lines, filter, wait_for, wait_timeout.`],
+        ["bash_output", { shell_id: "s1", tail_lines: 10_001 }, "tail_lines 10001 is over the maximum of 10000: a result carries 30000 characters at most, so ask for fewer lines, or narrow them with filter"],
+        ["bash_output", { shellId: "s1" }, `invalid arguments for bash_output: unknown parameter "shellId" (did you mean shell_id?). bash_output takes shell_id (required), bash_id, tail_lines, filter, wait_for, wait_timeout.`],
+        ["kill_bash", {}, "invalid arguments for kill_bash: shell_id is missing: the id bash returned for the background shell, such as s1. kill_bash takes shell_id (required)."],
+        ["list_shells", { all: true }, `invalid arguments for list_shells: unknown parameter "all". list_shells takes no parameters: call it with {}.`],
+        ["bash", { command: "ls", cwd: "/tmp", timout: 5 }, `invalid arguments for bash: unknown parameter "cwd"; unknown parameter "timout" (did you mean timeout?). bash takes command (required), workdir, timeout, run_in_background, description.`],
         ["bash", { command: "ls", timeout: 900_000 }, "timeout 900000 ms is over the maximum of 600000 ms (10 minutes): for a longer command, set run_in_background: true and wait for it with bash_output wait_for"],
         ["bash", { command: "" }, "command is empty: pass the command line to run, for example `npm test`"],
         ["bash", { command: "ls", workdir: "/no/such/dir" }, "working directory /no/such/dir does not exist: create it or pass an existing directory"],
         ["bash", { command: "echo \u0000" }, "command contains a NUL byte (\\0), which no process can receive: remove it"],
-        ["bash", {}, `invalid arguments for bash: command: is missing. Check the parameter names and types in the tool's input schema.`]
+        ["bash", {}, "invalid arguments for bash: command is missing: the command line to run with bash -c. Quote paths that contain spaces. bash takes command (required), workdir, timeout, run_in_background, description."]
       ]
       for (const [tool, args, message] of cases) {
         const result = yield* server.call(tool, args)
         expect({ tool, args, ...result }).toMatchObject({ tool, args, isError: true, text: message })
       }
+      // as the SDK's own schemas define a tool result and a tool list
+      const raw = yield* Effect.promise(() => server.client.callTool({ name: "kill_bash", arguments: {} }))
+      expect(CallToolResultSchema.parse(raw)).toMatchObject({ isError: true, content: [{ type: "text" }] })
+      const listed = yield* Effect.promise(() => server.client.request({ method: "tools/list" }, ListToolsResultSchema))
+      expect(listed.tools.every((t) => t.inputSchema.additionalProperties === false)).toBe(true)
       // still serving, nothing was started by the bad calls, and nothing but the protocol went to stdout
       expect((yield* server.call("list_shells")).text).toMatch(/^1 shell, 1 running:/)
       expectOnlyProtocol(server.stdoutLines)

@@ -53,32 +53,24 @@ const summary = (error: unknown): string => {
   return clip(text.trim().split("\n", 1)[0]!, 200)
 }
 
-/** Issues named in an answer; a model fixes the first ones, then hears of the rest. */
-const MAX_ISSUES = 3
-
 const internalError = (name: string, error: unknown) =>
   `internal error in ${name}: ${summary(error)}. Retry; if it persists, it is a bug in corral: report it with corral's stderr.`
 
-/** Arguments that do not fit the schema never reach a handler: say which and why. */
+/**
+ * The handlers check every parameter themselves (see `internal/strict.ts`):
+ * what the toolkit still rejects is arguments that are not an object at all.
+ */
 const explainRejected = (name: string, error: unknown): string => {
   const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
-  if (!ParseResult.isParseError(cause)) return internalError(name, error)
-  // an optional parameter's issues repeat for each member of its union: the first says it
-  const byPath = new Map<string, string>()
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(cause)) {
-    const where = issue.path.length === 0 ? "arguments" : issue.path.join(".")
-    if (!byPath.has(where)) byPath.set(where, issue.message)
-  }
-  // the actual value is quoted in the message, and a model may send megabytes
-  const issues = [...byPath].slice(0, MAX_ISSUES).map(([where, message]) => clip(`${where}: ${message.replace(/\s+/g, " ")}`, 100))
-  const more = byPath.size > MAX_ISSUES ? `; and ${byPath.size - MAX_ISSUES} more` : ""
-  return `invalid arguments for ${name}: ${issues.join("; ")}${more}. Check the parameter names and types in the tool's input schema.`
+  return ParseResult.isParseError(cause)
+    ? `invalid arguments for ${name}: they must be an object of its parameters, as its input schema says`
+    : internalError(name, error)
 }
 
 type Built = Effect.Effect.Success<typeof ShellTools.toolkit>
 
 const call = (built: Built, name: ShellTools.Tools[keyof ShellTools.Tools]["name"], payload: unknown) =>
-  built.handle(name, payload ?? {}).pipe(
+  built.handle(name, (payload ?? {}) as Record<string, unknown>).pipe(
     Effect.map(({ isFailure, result }) =>
       isFailure
         ? textResult((result as ToolError).message, true, { error: (result as ToolError).reason })

@@ -15,21 +15,40 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Bash from "./internal/bash.js"
-import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
+import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
 import * as BashOutput from "./internal/bashOutput.js"
 import * as KillBash from "./internal/killBash.js"
 import * as ListShells from "./internal/listShells.js"
 import * as Settings from "./internal/settings.js"
+import * as Strict from "./internal/strict.js"
 import type { PermissionGate } from "./PermissionGate.js"
 import * as ToolDefinition from "./ToolDefinition.js"
 import { ToolError, ToolResult } from "./ToolResult.js"
 
-export { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
+export { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
 
 const integer = (description: string, bounds: { readonly minimum: number; readonly maximum?: number }) =>
   Schema.Number.annotations({ description, jsonSchema: { type: "integer", description, ...bounds } })
 
 const text = (description: string) => Schema.String.annotations({ description })
+
+const bashParameters = Strict.make("bash", {
+  command: Schema.String.annotations({
+    description: "The command line to run with bash -c. Quote paths that contain spaces.",
+    jsonSchema: { minLength: 1 }
+  }),
+  workdir: Schema.optional(text("Directory to run in: absolute, or relative to the server's working directory (the default). It must exist.")),
+  timeout: Schema.optional(integer(
+    `Foreground only: milliseconds to wait before the command and everything it started are stopped. Default ${DEFAULT_TIMEOUT_MS} (2 minutes), at most ${MAX_TIMEOUT_MS} (10 minutes). It does not apply with run_in_background: a background shell runs until it ends or kill_bash stops it.`,
+    { minimum: 1, maximum: MAX_TIMEOUT_MS }
+  )),
+  run_in_background: Schema.optional(Schema.Boolean.annotations({
+    description: "Start the command in the background and return at once with a shell id: for servers, watchers and long jobs. Read it with bash_output, stop it with kill_bash."
+  })),
+  description: Schema.optional(text("What the command does, in 5-10 words, for the person watching."))
+})
+
+export type BashParams = Strict.Params<typeof bashParameters>
 
 export const BashTool = Tool.make("bash", {
   description: `Runs a command line with bash (bash -c) and returns its output, stdout and stderr interleaved, with its exit status. A command that exits non-zero is a result like any other, not a tool error: read its exit code on the last line.
@@ -40,70 +59,70 @@ Set run_in_background: true for dev servers, watchers, long builds and anything 
 - read new output with bash_output. To wait until a server is ready, give bash_output wait_for (a regular expression such as "ready|listening") instead of sleeping or polling in a loop;
 - stop it with kill_bash as soon as you no longer need it. Always stop what you start.
 Do not background a command with \`&\`, \`nohup\` or \`setsid\`: use run_in_background, so it can be read and stopped.`,
-  parameters: {
-    command: Schema.String.annotations({
-      description: "The command line to run with bash -c. Quote paths that contain spaces.",
-      jsonSchema: { minLength: 1 }
-    }),
-    workdir: Schema.optional(text("Directory to run in: absolute, or relative to the server's working directory (the default). It must exist.")),
-    timeout: Schema.optional(integer(
-      `Foreground only: milliseconds to wait before the command and everything it started are stopped. Default ${DEFAULT_TIMEOUT_MS} (2 minutes), at most ${MAX_TIMEOUT_MS} (10 minutes). It does not apply with run_in_background: a background shell runs until it ends or kill_bash stops it.`,
-      { minimum: 1, maximum: MAX_TIMEOUT_MS }
-    )),
-    run_in_background: Schema.optional(Schema.Boolean.annotations({
-      description: "Start the command in the background and return at once with a shell id: for servers, watchers and long jobs. Read it with bash_output, stop it with kill_bash."
-    })),
-    description: Schema.optional(text("What the command does, in 5-10 words, for the person watching."))
-  },
   success: ToolResult,
   failure: ToolError,
   failureMode: "return"
-}).annotate(Tool.Title, "Run a shell command")
+}).setParameters(bashParameters.parameters)
+  .annotate(Tool.Title, "Run a shell command")
+
+const bashOutputParameters = Strict.make("bash_output", {
+  shell_id: Schema.optional(text("The id bash returned for the background shell, such as s1.")),
+  bash_id: Schema.optional(text("Accepted in place of shell_id, for clients that name it so; send shell_id.")),
+  tail_lines: Schema.optional(integer(
+    `Return the last N lines kept, instead of what is new since your last read. At most ${MAX_TAIL_LINES}; fewer come back when fewer are kept.`,
+    { minimum: 1, maximum: MAX_TAIL_LINES }
+  )),
+  filter: Schema.optional(text("Keep only the lines matching this regular expression (JavaScript syntax).")),
+  wait_for: Schema.optional(text("Wait for a new line matching this regular expression, or for the shell to end, before reading.")),
+  wait_timeout: Schema.optional(integer(
+    `With wait_for: milliseconds to wait at most. Default ${DEFAULT_WAIT_MS}, at most ${MAX_WAIT_MS}.`,
+    { minimum: 0, maximum: MAX_WAIT_MS }
+  ))
+}, { required: ["shell_id"] })
+
+export type BashOutputParams = Strict.Params<typeof bashOutputParameters>
 
 export const BashOutputTool = Tool.make("bash_output", {
   description: `Reads the output of a background shell started with bash run_in_background, followed by a status line: running, exited with code N, killed by SIGTERM, ...
 
 By default it returns only what is new since your last read. tail_lines returns the last N lines kept instead; filter keeps only the lines matching a regular expression.
 wait_for waits until a new line matches a regular expression (such as "ready|listening|error"), the shell ends, or wait_timeout ms pass (default ${DEFAULT_WAIT_MS}, at most ${MAX_WAIT_MS}), then says which came first. Use it instead of sleep or repeated reads.`,
-  parameters: {
-    shell_id: Schema.optional(text("The id bash returned for the background shell, such as s1.")),
-    bash_id: Schema.optional(text("Another name for shell_id.")),
-    tail_lines: Schema.optional(integer("Return the last N lines kept, instead of what is new since your last read.", { minimum: 1 })),
-    filter: Schema.optional(text("Keep only the lines matching this regular expression (JavaScript syntax).")),
-    wait_for: Schema.optional(text("Wait for a new line matching this regular expression, or for the shell to end, before reading.")),
-    wait_timeout: Schema.optional(integer(
-      `With wait_for: milliseconds to wait at most. Default ${DEFAULT_WAIT_MS}, at most ${MAX_WAIT_MS}.`,
-      { minimum: 0, maximum: MAX_WAIT_MS }
-    ))
-  },
   success: ToolResult,
   failure: ToolError,
   failureMode: "return"
-}).annotate(Tool.Title, "Read a background shell's output")
+}).setParameters(bashOutputParameters.parameters)
+  .annotate(Tool.Title, "Read a background shell's output")
   .annotate(Tool.Readonly, true)
   .annotate(Tool.Idempotent, true)
   .annotate(Tool.Destructive, false)
   .annotate(Tool.OpenWorld, false)
 
+const killBashParameters = Strict.make("kill_bash", {
+  shell_id: text("The id bash returned for the background shell, such as s1.")
+})
+
+export type KillBashParams = Strict.Params<typeof killBashParameters>
+
 export const KillBashTool = Tool.make("kill_bash", {
   description: `Stops a background shell and every process it started: SIGTERM, then SIGKILL for whatever ignores it past the grace period. Says what was stopped and how. Stop a shell as soon as you no longer need it (a dev server once you are done with it, a watcher). Its output stays readable with bash_output for 30 minutes.`,
-  parameters: {
-    shell_id: text("The id bash returned for the background shell, such as s1.")
-  },
   success: ToolResult,
   failure: ToolError,
   failureMode: "return"
-}).annotate(Tool.Title, "Stop a background shell")
+}).setParameters(killBashParameters.parameters)
+  .annotate(Tool.Title, "Stop a background shell")
   .annotate(Tool.Destructive, true)
   .annotate(Tool.Idempotent, true)
   .annotate(Tool.OpenWorld, false)
+
+const listShellsParameters = Strict.make("list_shells", {})
 
 export const ListShellsTool = Tool.make("list_shells", {
   description: `Lists the background shells: id, status, how long it has run, command. Use it to find a shell's id, and before you finish, to check that nothing you started is still running.`,
   success: ToolResult,
   failure: ToolError,
   failureMode: "return"
-}).annotate(Tool.Title, "List background shells")
+}).setParameters(listShellsParameters.parameters)
+  .annotate(Tool.Title, "List background shells")
   .annotate(Tool.Readonly, true)
   .annotate(Tool.Idempotent, true)
   .annotate(Tool.Destructive, false)
@@ -130,10 +149,11 @@ export const layer = (options: Options = {}): Layer.Layer<
     const context = yield* Effect.context<ShellRegistry | Limits | ProcessTable | Containment | PermissionGate>()
     const settings = Settings.make(options)
     return toolkit.of({
-      bash: (params) => Effect.provide(Bash.handle(params, settings), context),
-      bash_output: (params) => Effect.provide(BashOutput.handle(params, settings), context),
-      kill_bash: (params) => Effect.provide(KillBash.handle(params, settings), context),
-      list_shells: () => Effect.provide(ListShells.handle(settings), context)
+      bash: (params) => Effect.provide(Effect.flatMap(bashParameters.decode(params), (p) => Bash.handle(p, settings)), context),
+      bash_output: (params) =>
+        Effect.provide(Effect.flatMap(bashOutputParameters.decode(params), (p) => BashOutput.handle(p, settings)), context),
+      kill_bash: (params) => Effect.provide(Effect.flatMap(killBashParameters.decode(params), (p) => KillBash.handle(p, settings)), context),
+      list_shells: (params) => Effect.provide(Effect.flatMap(listShellsParameters.decode(params), () => ListShells.handle(settings)), context)
     })
   }))
 

@@ -268,7 +268,7 @@ describe("toolDefinitions", () => {
     expect(Object.keys((output!.parameters as { properties: object }).properties)).toEqual(
       ["shell_id", "bash_id", "tail_lines", "filter", "wait_for", "wait_timeout"]
     )
-    expect(output!.parameters).toMatchObject({ required: [], properties: { tail_lines: { type: "integer", minimum: 1 } } })
+    expect(output!.parameters).toMatchObject({ required: ["shell_id"], properties: { tail_lines: { type: "integer", minimum: 1, maximum: 10_000 } } })
     expect(kill!.parameters).toMatchObject({ required: ["shell_id"] })
     expect(list!.parameters).toEqual({ type: "object", required: [], properties: {}, additionalProperties: false })
     expect(bash!.description).toContain("run_in_background")

@@ -4,13 +4,12 @@ import type { CommandShell } from "@corral/core/CommandShell"
 import { Limits } from "@corral/core/Limits"
 import * as DurationInput from "@corral/core/DurationInput"
 import { ShellRegistry, withShell } from "@corral/core/ShellRegistry"
-import type * as Tool from "@effect/ai/Tool"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { Decision, PermissionGate } from "../PermissionGate.js"
-import type { BashTool } from "../ShellTools.js"
+import type { BashParams } from "../ShellTools.js"
 import type { ToolResult } from "../ToolResult.js"
 import { invalidInput, ToolError } from "../ToolResult.js"
 import { DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from "./bounds.js"
@@ -20,7 +19,7 @@ import * as Format from "./format.js"
 import * as Foreground from "./foreground.js"
 import type { Settings } from "./settings.js"
 
-type Params = Tool.Parameters<typeof BashTool>
+type Params = BashParams
 
 /** How long a background start waits for the first output. */
 const FIRST_OUTPUT_MS = 200

@@ -2,19 +2,18 @@
 import { Limits } from "@corral/core/Limits"
 import type { OutputResult } from "@corral/core/ShellRegistry"
 import { MAX_PATTERN_CHARS, ShellRegistry } from "@corral/core/ShellRegistry"
-import type * as Tool from "@effect/ai/Tool"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { BashOutputTool } from "../ShellTools.js"
+import type { BashOutputParams } from "../ShellTools.js"
 import type { ToolResult } from "../ToolResult.js"
 import { invalidInput } from "../ToolResult.js"
-import { DEFAULT_WAIT_MS, MAX_WAIT_MS } from "./bounds.js"
+import { DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
 import { patternTooLong, shown, toToolError } from "./errors.js"
 import * as Format from "./format.js"
 import type { Settings } from "./settings.js"
 
-type Params = Tool.Parameters<typeof BashOutputTool>
+type Params = BashOutputParams
 
 const checkPattern = (name: string, pattern: string | undefined) =>
   Effect.suspend(() => {
@@ -48,6 +47,11 @@ const validate = (params: Params) =>
     if (lines !== undefined && (!Number.isInteger(lines) || lines < 1)) {
       return yield* invalidInput(
         `tail_lines must be a whole number, at least 1; got ${lines}. Leave it out to read what is new since your last read.`
+      )
+    }
+    if (lines !== undefined && lines > MAX_TAIL_LINES) {
+      return yield* invalidInput(
+        `tail_lines ${lines} is over the maximum of ${MAX_TAIL_LINES}: a result carries 30000 characters at most, so ask for fewer lines, or narrow them with filter`
       )
     }
     const waitMs = params.wait_timeout ?? DEFAULT_WAIT_MS

@@ -2,17 +2,16 @@
 import * as DurationInput from "@corral/core/DurationInput"
 import { Limits } from "@corral/core/Limits"
 import { isActive, ShellRegistry } from "@corral/core/ShellRegistry"
-import type * as Tool from "@effect/ai/Tool"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { KillBashTool } from "../ShellTools.js"
+import type { KillBashParams } from "../ShellTools.js"
 import type { ToolResult } from "../ToolResult.js"
 import { invalidInput } from "../ToolResult.js"
 import { toToolError } from "./errors.js"
 import * as Format from "./format.js"
 import type { Settings } from "./settings.js"
 
-type Params = Tool.Parameters<typeof KillBashTool>
+type Params = KillBashParams
 
 export const handle = Effect.fn("ShellTools.kill_bash")(function*(params: Params, settings: Settings) {
   if (params.shell_id.trim() === "") {
