@@ -278,7 +278,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
   const pid = child.pid!
   // membership by cgroup is exact only once the leader is in it
-  if (cell.cgroup !== undefined) Cgroup.awaitJoin(cell.cgroup, pid)
+  if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
   const leader = yield* table.lookup(pid)
   const stopState: StopState = { claimed: false, report: yield* Deferred.make<StopReport>(), containment }
   const group: ProcessGroup = {

@@ -37,6 +37,21 @@ export const procs = (dir: string): Array<number> => {
   return out
 }
 
+/**
+ * Puts `pid` in the cgroup, as its wrapper also does first thing; whichever
+ * comes first, the leader is in once this returns, without waiting for the
+ * wrapper to be scheduled. Falls back to waiting where the write fails (the
+ * process already died, or only the wrapper may move itself).
+ */
+export const join = (dir: string, pid: number): boolean => {
+  try {
+    fs.writeFileSync(path.join(dir, "cgroup.procs"), String(pid))
+    return true
+  } catch {
+    return awaitJoin(dir, pid)
+  }
+}
+
 const pause = new Int32Array(new SharedArrayBuffer(4))
 
 /**
@@ -44,7 +59,7 @@ const pause = new Int32Array(new SharedArrayBuffer(4))
  * died. The join is the wrapper's first instruction, so this is about a
  * millisecond; after it, nothing of the shell is outside its cgroup.
  */
-export const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
+const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
   const until = Date.now() + maxMs
   const stat = `/proc/${pid}/stat`
   while (Date.now() < until) {
