@@ -33,9 +33,10 @@ describe("corral mcp usage", () => {
     [["--max-shells", "0"], `corral: --max-shells needs a whole number of at least 1, like --max-shells 8; got "0"\n`],
     [["--grace", "soon"], `corral: --grace: invalid duration "soon": use a number with an optional unit, like 500ms, 3s, 2m or 1h (bare numbers are seconds)\n`],
     [["--cwd", "/no/such/dir"], "corral: --cwd /no/such/dir does not exist: pass an existing directory\n"],
+    [["--name", " "], `corral: --name needs a name for corral ls to show, like --name "review agent"; got an empty one\n`],
     [["--shell", "/no/such/bash"], "corral: --shell: /no/such/bash is not an executable file: pass the path of a shell such as /bin/bash\n"],
     [["--containment", "jail"], `corral: --containment must be one of auto, cgroup, pidns, procScan; got "jail"\n`],
-    [["serve"], `corral: Unexpected argument 'serve'. This command does not take positional arguments. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C, --shell PATH and --help\n`]
+    [["serve"], `corral: Unexpected argument 'serve'. This command does not take positional arguments. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C, --shell PATH, --name NAME and --help\n`]
   ]
   for (const [args, message] of bad) {
     it(`refuses ${args.join(" ")} with exit status 125`, () => {
@@ -70,6 +71,28 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
       expect(byName.list_shells!.annotations).toMatchObject({ readOnlyHint: true, idempotentHint: true, destructiveHint: false })
       expect(byName.kill_bash!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true })
       expect(byName.bash!.description).toContain("run_in_background")
+    }))
+
+  /** The supervisors `corral ls --json` finds in a server's state directory. */
+  const supervisorNames = (stateDir: string): ReadonlyArray<string> => {
+    const ls = spawnSync(process.execPath, [corralBin, "ls", "--json"], { encoding: "utf8", env: { ...process.env, CORRAL_STATE_DIR: stateDir } })
+    return (JSON.parse(ls.stdout) as { supervisors: ReadonlyArray<{ supervisor: { name: string } }> }).supervisors.map((s) => s.supervisor.name)
+  }
+
+  it.scopedLive("is named after its MCP client in corral ls, show and top, unless --name says otherwise", () =>
+    Effect.gen(function*() {
+      const byClient = yield* mcpServer()
+      yield* byClient.call("bash", { command: "sleep 30", run_in_background: true })
+      yield* eventually("the client's name in corral ls", () => supervisorNames(byClient.stateDir).includes("corral-test"))
+      const show = spawnSync(process.execPath, [corralBin, "show", `${byClient.pid}:s1`], {
+        encoding: "utf8",
+        env: { ...process.env, CORRAL_STATE_DIR: byClient.stateDir }
+      })
+      expect(show.stdout).toMatch(new RegExp(`\\nsupervisor +${byClient.pid} corral-test\\n`))
+      const named = yield* mcpServer(["--name", "review agent"])
+      yield* named.call("bash", { command: "sleep 30", run_in_background: true })
+      // the client has initialized (the call was answered): its name did not replace --name
+      expect(supervisorNames(named.stateDir)).toEqual(["review agent"])
     }))
 
   it.scopedLive("runs a foreground command and answers in plain text, metadata in _meta", () =>

@@ -38,7 +38,7 @@ import { printError, writeOut } from "./internal/stdio.js"
 import type { UsageError } from "./internal/usageError.js"
 
 export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D] [--containment C]
-                  [--shell PATH]
+                  [--shell PATH] [--name NAME]
 
 Serves background shells to an AI agent over the Model Context Protocol
 (MCP) on stdin and stdout, with four tools: bash (foreground, or
@@ -64,6 +64,8 @@ options:
   --shell PATH      the shell command lines run with (PATH -c CMD): a path,
                     or a name looked up in PATH (default: bash, whatever
                     $SHELL says; /bin/sh where bash is not installed)
+  --name NAME       what corral ls, show and top call this server
+                    (default: the MCP client's name, from initialize)
   -h, --help        print this help
 
 Durations are 500ms, 3s, 2m, 1h or bare seconds (1.5).
@@ -103,7 +105,7 @@ const controlEndpoint = Layer.scopedDiscard(
  * watcher still stops every shell if it dies.
  */
 const registryLayer = (args: McpArgs) => {
-  const options = { name: "corral mcp", shell: args.shell }
+  const options = { name: args.name ?? "corral mcp", shell: args.shell }
   return controlEndpoint.pipe(
     Layer.provideMerge(ShellRegistry.layer(options)),
     Layer.catchAll((error) =>
@@ -117,8 +119,16 @@ const registryLayer = (args: McpArgs) => {
   )
 }
 
-const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>, wire: McpWire.Wire) =>
-  McpTools.layer.pipe(
+/** Without --name, the supervisor takes the name of the client it serves. */
+const nameAfterClient = (args: McpArgs, clientName: Deferred.Deferred<string>) =>
+  Layer.scopedDiscard(
+    args.name !== undefined ? Effect.void : Effect.forkScoped(
+      Effect.flatMap(Deferred.await(clientName), (name) => Effect.flatMap(ShellRegistry, (registry) => registry.rename(name)))
+    )
+  )
+
+const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>, wire: McpWire.Wire, clientName: Deferred.Deferred<string>) =>
+  Layer.merge(McpTools.layer, nameAfterClient(args, clientName)).pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
     Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
     Layer.provide(Layer.merge(registryLayer(args), PermissionGate.layer)),
@@ -134,14 +144,18 @@ const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
   const signalled = yield* Signals.listen(Signals.terminationSignals)
   const stdinClosed = yield* Deferred.make<void>()
   // what the server cannot take never reaches it: a bad line is answered here, and the next one served
-  const wire = McpWire.make({ tools: Object.keys(ShellTools.toolkit.tools) })
+  const clientName = yield* Deferred.make<string>()
+  const wire = McpWire.make({
+    tools: Object.keys(ShellTools.toolkit.tools),
+    onClientName: (name) => Deferred.unsafeDone(clientName, Effect.succeed(name))
+  })
   const stdin = NodeStream.stdin.pipe(
     Stream.onEnd(Deferred.succeed(stdinClosed, undefined)),
     Stream.concat(Stream.never),
     wire.input(Stdio.write)
   )
   // in a fiber of its own: the stdio protocol interrupts the fiber that built it when it stops reading
-  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire)))
+  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire, clientName)))
   const stopped = Effect.raceFirst(Effect.as(Deferred.await(stdinClosed), 0), Effect.map(signalled, ExitCode.ofSignal))
   // a server that cannot start (bad configuration) fails at once
   return yield* Effect.raceFirst(Fiber.join(server), stopped)

@@ -213,6 +213,11 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
   readonly shell: CommandShell.CommandShell
   /** This supervisor's identity, as recorded in its journal. */
   readonly supervisor: Journal.Supervisor
+  /**
+   * Names the supervisor for `corral ls`, `show` and `top`, once it knows who
+   * it serves (an MCP client's name arrives after the registry started).
+   */
+  readonly rename: (name: string) => Effect.Effect<void>
   readonly stateDir: string
 }>() {
   static readonly layer = (options: RegistryOptions = {}) => Layer.scoped(ShellRegistry, make(options))
@@ -257,7 +262,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const admitted = yield* Ref.make(HashSet.empty<string>())
   const admission = yield* Effect.makeSemaphore(1)
 
-  const supervisor = yield* supervisorIdentity(options)
+  let supervisor = yield* supervisorIdentity(options)
   const commandShell: CommandShell.CommandShell = options.shell === undefined
     ? CommandShell.resolveDefault()
     : typeof options.shell === "string"
@@ -485,10 +490,23 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         onSome: (w) => w.guard(group.target)
       }),
     shell: commandShell,
-    supervisor,
+    get supervisor() {
+      return supervisor
+    },
+    rename: (name) =>
+      Effect.suspend(() => {
+        supervisor = { ...supervisor, name: supervisorName(name) }
+        return writeJournal
+      }),
     stateDir
   })
 })
+
+/** One line of at most 60 characters: a name is shown in a table column. */
+const supervisorName = (name: string) => {
+  const line = name.replace(/\s+/g, " ").trim()
+  return line.length <= 60 ? line : `${line.slice(0, 59)}…`
+}
 
 /** A spec as the registry runs it: its shell, the unbuffered environment, its tag. */
 export const withShell = (spec: SpawnSpec, shell: CommandShell.CommandShell, shellId: string): SpawnSpec => ({
@@ -542,7 +560,7 @@ const supervisorIdentity = (options: RegistryOptions) =>
       startTime: Option.match(self, { onNone: () => 0, onSome: (p) => p.startTime }),
       uid: StateDir.ownUid(),
       pidns: yield* Journal.ownNamespace,
-      name: options.name ?? process.title,
+      name: supervisorName(options.name ?? process.title),
       startedAt: yield* Clock.currentTimeMillis
     } satisfies Journal.Supervisor
   })

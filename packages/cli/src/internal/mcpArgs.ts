@@ -16,6 +16,8 @@ export interface McpArgs {
   readonly containment?: ContainmentArg.Choice | undefined
   /** The shell command lines run with; default bash. */
   readonly shell?: string | undefined
+  /** What `corral ls` calls this server; default the MCP client's name. */
+  readonly name?: string | undefined
 }
 
 export type Parsed =
@@ -28,6 +30,7 @@ const options = {
   grace: { type: "string" },
   containment: { type: "string" },
   shell: { type: "string" },
+  name: { type: "string" },
   help: { type: "boolean", short: "h" }
 } as const
 
@@ -60,11 +63,16 @@ const shellOf = (value: string | undefined): Either.Either<string | undefined, U
   return typeof shell === "string" ? usageError(`--shell: ${shell}`) : Either.right(shell.path)
 }
 
+const nameOf = (value: string | undefined): Either.Either<string | undefined, UsageError> =>
+  value === undefined || value.trim() !== ""
+    ? Either.right(value)
+    : usageError(`--name needs a name for corral ls to show, like --name "review agent"; got an empty one`)
+
 const read = (argv: ReadonlyArray<string>) => {
   try {
     return Either.right(parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values)
   } catch (cause) {
-    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C, --shell PATH and --help`)
+    return usageError(`${(cause as Error).message}. corral mcp takes --cwd DIR, --max-shells N, --grace D, --containment C, --shell PATH, --name NAME and --help`)
   }
 }
 
@@ -79,7 +87,8 @@ export const parse = (argv: ReadonlyArray<string>): Either.Either<Parsed, UsageE
         maxShells: yield* maxShellsOf(values["max-shells"]),
         grace: yield* graceOf(values.grace),
         containment: values.containment === undefined ? undefined : yield* ContainmentArg.parse(values.containment),
-        shell: yield* shellOf(values.shell)
+        shell: yield* shellOf(values.shell),
+        name: yield* nameOf(values.name)
       }
     } as const
   })

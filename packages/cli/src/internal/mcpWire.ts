@@ -101,6 +101,8 @@ const boundedLines = (maxChars: number) => <E, R>(text: Stream.Stream<string, E,
 export interface Options {
   /** The tools the server has, to answer a call of any other at once. */
   readonly tools: ReadonlyArray<string>
+  /** Told the client's `clientInfo.name` when it initializes. */
+  readonly onClientName?: ((name: string) => void) | undefined
 }
 
 /** One session's guard: the ids in flight are shared by the way in and the way out. */
@@ -145,6 +147,9 @@ export const make = (options: Options) => {
       const checked = callParams(params)
       if (typeof checked === "string") return reply(errorLine(id, McpSchema.INVALID_PARAMS_ERROR_CODE, checked))
       params = checked
+    }
+    if (method === "initialize" && isRecord(params) && isRecord(params.clientInfo) && typeof params.clientInfo.name === "string") {
+      options.onClientName?.(params.clientInfo.name)
     }
     const internal = nextId++
     pending.set(internal, { id, method, cancelled: false })
