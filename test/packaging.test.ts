@@ -2,8 +2,9 @@
  * What each published tarball holds, read from `npm pack --dry-run`: the
  * README and LICENSE, built JS with its .d.ts, source maps only next to the
  * sources they name, no tests or fixtures, an `exports` map of the public
- * modules only, and Effect as a peer. scripts/install-test.mjs installs the
- * tarballs for real; this names the broken promise without the registry.
+ * modules only, and Effect as a peer; the CLI's, its bin and a bundle that
+ * depends on nothing. scripts/install-test.mjs installs the tarballs for
+ * real; this names the broken promise without the registry.
  */
 import { execFileSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
@@ -47,6 +48,14 @@ describe.each(packages)("the @corral/%s tarball", (pkg) => {
     expect(files.filter((f) => /(^|\/)(test|tests|fixtures|__tests__)\/|\.test\.|\.tsbuildinfo$/.test(f))).toEqual([])
   })
 
+  it("declares Node 20 as its floor", () => {
+    expect(manifest(pkg).engines).toEqual({ node: ">=20" })
+  })
+})
+
+describe.each(["core", "tools"] as const)("the @corral/%s library tarball", (pkg) => {
+  const files = packedFiles(pkg)
+
   it("has a .d.ts beside every built module", () => {
     const js = files.filter((f) => f.startsWith("dist/") && f.endsWith(".js"))
     expect(js.length).toBeGreaterThan(0)
@@ -67,9 +76,19 @@ describe.each(packages)("the @corral/%s tarball", (pkg) => {
     expect(peerDependencies["effect"]).toMatch(/^\^3\.\d+\.\d+$/)
     for (const [name, range] of Object.entries(peerDependencies)) expect(range, name).toMatch(/^\^\d+\.\d+\.\d+$/)
   })
+})
 
-  it("declares Node 20 as its floor", () => {
-    expect(manifest(pkg).engines).toEqual({ node: ">=20" })
+describe("the @corral/cli tarball", () => {
+  const files = packedFiles("cli")
+
+  it("holds the bin and its bundle, and no modules of its own to import", () => {
+    expect(files).toEqual(expect.arrayContaining(["bin/corral.js", "bundle/main.js", "bundle/internal/watcherMain.js", "bundle/internal/patternWorkerMain.js"]))
+    expect(files.filter((f) => f.startsWith("dist/") || f.startsWith("src/"))).toEqual([])
+  })
+
+  it("depends on nothing: the bundle holds its own effect, which no app shares (docs/adr/0011)", () => {
+    const { dependencies = {}, peerDependencies = {} } = manifest("cli")
+    expect({ dependencies, peerDependencies }).toEqual({ dependencies: {}, peerDependencies: {} })
   })
 })
 

@@ -33,10 +33,11 @@ const IMPLS = {
 
 const FAMILIES = [
   { title: "Stopping a group", match: (id) => id.startsWith("stop.") },
-  { title: "Starting one shell, stopping many", match: (id) => id.startsWith("start.") || id.startsWith("stopall.") },
+  { title: "Starting one shell, stopping many", match: (id) => id === "start.background" || id.startsWith("stopall.") },
   { title: "Output ingest", match: (id) => id.startsWith("ingest.") },
   { title: "Reading output", match: (id) => id.startsWith("output.") },
-  { title: "Memory per idle shell", match: (id) => id.startsWith("mem.") }
+  { title: "Memory per idle shell", match: (id) => id.startsWith("mem.") },
+  { title: "Starting the corral bin", match: (id) => id === "start.cli" || id === "start.mcp" }
 ]
 
 export const HEADLINE = [
@@ -219,6 +220,10 @@ const EXTRAS = [
     "noCrashSafetyMs",
     "corral's start without crash safety (`crashSafety: false`: no watcher message, no journal write), timed in the same batch, alternating with the crash-safe registry (ms, median (min–max))"
   ],
+  ["nodeMs", "`node -e 0` in the same rounds (ms, median (min–max))"],
+  ["timeoutMs", "`timeout 10 true` (GNU coreutils) in the same rounds (ms, median (min–max))"],
+  ["rssKiB", "Peak RSS of `corral run -- true` (KiB, worst run)"],
+  ["nodeRssKiB", "Peak RSS of `node -e 0` (KiB, worst run)"],
   ["bufferMicros", "The same read on a bare `OutputBuffer` (`readSince(0)`, `tail(50)`), without registry or tool (µs, median (min–max))"]
 ]
 

@@ -133,6 +133,21 @@ const targets = [
       verdict(r.ratio <= 3 && r.corral.clean, `${r.ratio}x (${r.corral.median} ms against ${byId.get(r.ratioTo).corral.median} ms)${r.corral.clean ? "" : ", not clean"}`)
   },
   {
+    match: (id) => id === "start.cli",
+    text: "median within 3x `node -e 0` in the same run, peak RSS at most 60 MB",
+    check: (r) => {
+      const ratio = round(r.corral.median / r.corral.nodeMs.median)
+      const mb = r.corral.rssKiB === undefined ? undefined : round(r.corral.rssKiB / 1024)
+      const rss = mb === undefined ? "peak RSS not measured (no GNU time)" : `peak RSS ${mb} MB`
+      return verdict(ratio <= 3 && (mb === undefined || mb <= 60), `${ratio}x (${r.corral.median} ms against ${r.corral.nodeMs.median} ms), ${rss}`)
+    }
+  },
+  {
+    match: (id) => id === "start.mcp",
+    text: "`initialize` answered within 250 ms of the process start",
+    check: (r) => verdict(r.corral.median <= 250, `${r.corral.median} ms (${round(r.corral.median / r.corral.nodeMs.median)}x \`node -e 0\`: ${r.corral.nodeMs.median} ms)`)
+  },
+  {
     match: (id) => id.startsWith("ingest."),
     text: "at least 0.8x a raw pipe drain, peak RSS growth under 256 KiB + 8 MiB",
     needsRatio: true,

@@ -3,4 +3,4 @@
 // Run by sh first (line 2), then by node. Node resets every ignored signal
 // before any JavaScript runs, so for `corral run` the shell reads which
 // ones corral's caller ignored, for CMD to inherit them as timeout(1) lets it.
-import "../dist/main.js"
+import "../bundle/main.js"

@@ -1,7 +1,8 @@
 /**
  * `corral <command>`: loads only the module of the command asked for, so a
  * command pays for its own imports alone. `corral run` wraps every command it
- * runs: its start-up is added to each of them.
+ * runs: its start-up is added to each of them. Each `import()` names its
+ * module literally, so the bundle (scripts/bundle-cli.mjs) splits there.
  *
  * A command module (`Run.ts`, `Mcp.ts`, ...) exports `main(args)`, called with
  * the words after the command name; from then on it owns the process and sets
@@ -9,30 +10,30 @@
  */
 import * as fs from "node:fs"
 import { Failed } from "./internal/exitCode.js"
-import { printError, writeOut } from "./internal/stdio.js"
+import { printError, writeOut } from "./internal/print.js"
 
 interface CommandModule {
   readonly main: (args: ReadonlyArray<string>) => void
 }
 
 interface Command {
-  readonly module: string
+  readonly load: () => Promise<CommandModule>
   readonly synopsis: string
   readonly summary: string
 }
 
 const commands: Readonly<Record<string, Command>> = {
   run: {
-    module: "Run",
+    load: () => import("./Run.js"),
     synopsis: "run [OPTION]... [DURATION] CMD [ARG]...",
     summary: "timeout(1) for CMD's whole process group: stop all of it when CMD ends or times out"
   },
-  mcp: { module: "Mcp", synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]", summary: "serve background shells to an AI agent over MCP (stdio)" },
-  ls: { module: "Ls", synopsis: "ls [--json]", summary: "list the background shells of every corral supervisor on this machine" },
-  show: { module: "Show", synopsis: "show ID", summary: "show one background shell" },
-  logs: { module: "Logs", synopsis: "logs ID [-f]", summary: "print a background shell's output" },
-  stop: { module: "Stop", synopsis: "stop ID | stop --all", summary: "stop a background shell and everything it started" },
-  top: { module: "Top", synopsis: "top", summary: "a live view of every background shell; Enter follows one's output" }
+  mcp: { load: () => import("./Mcp.js"), synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]", summary: "serve background shells to an AI agent over MCP (stdio)" },
+  ls: { load: () => import("./Ls.js"), synopsis: "ls [--json]", summary: "list the background shells of every corral supervisor on this machine" },
+  show: { load: () => import("./Show.js"), synopsis: "show ID", summary: "show one background shell" },
+  logs: { load: () => import("./Logs.js"), synopsis: "logs ID [-f]", summary: "print a background shell's output" },
+  stop: { load: () => import("./Stop.js"), synopsis: "stop ID | stop --all", summary: "stop a background shell and everything it started" },
+  top: { load: () => import("./Top.js"), synopsis: "top", summary: "a live view of every background shell; Enter follows one's output" }
 }
 
 const usage = () =>
@@ -53,20 +54,13 @@ const fail = (message: string) => {
   process.exitCode = Failed
 }
 
-const load = async (command: Command): Promise<CommandModule | undefined> => {
-  const url = new URL(`./${command.module}.js`, import.meta.url)
-  return fs.existsSync(url) ? import(url.href) : undefined
-}
-
 const dispatch = async (name: string, args: ReadonlyArray<string>) => {
   const command = Object.hasOwn(commands, name) ? commands[name]! : undefined
   if (command === undefined) {
     const what = name.startsWith("-") ? "option" : "command"
     return fail(`unknown ${what} ${JSON.stringify(name)}: run \`corral --help\` for the commands`)
   }
-  const module = await load(command)
-  if (module === undefined) return fail(`${name} is not available yet`)
-  module.main(args)
+  ;(await command.load()).main(args)
 }
 
 const [name, ...args] = process.argv.slice(2)

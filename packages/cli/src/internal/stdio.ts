@@ -1,23 +1,11 @@
 /**
- * corral's own stdout and stderr.
- *
- * stdout goes through `process.stdout`, which queues what the reader has not
- * taken yet. A raw `writeSync` cannot: effect's logger reads `process.stdout`
- * as it loads, which puts a pipe on stdout in non-blocking mode, and a write
- * then stops at what the pipe holds (64 KiB of `corral logs ID | less`).
- * A reader that leaves (`corral show ID | head`) ends the output: EPIPE is a
- * normal end, not a failure of corral, and the command keeps its exit status.
- *
- * stderr is written with `writeSync` on the raw descriptor: its lines are
- * short, and out before anything else can happen.
+ * corral's stdout as an effect, for output that may be long (`corral logs`,
+ * MCP messages), and the short writes of `print.ts`.
  */
-import * as fs from "node:fs"
 import * as Effect from "effect/Effect"
+import { stdout } from "./print.js"
 
-let out: NodeJS.WriteStream | undefined
-
-/** stdout, with EPIPE and its like handled: the stream ends, `write` then says so. */
-const stdout = (): NodeJS.WriteStream => (out ??= process.stdout.on("error", () => {}))
+export { printError, writeOut } from "./print.js"
 
 /**
  * Writes to stdout and waits until the reader has taken it (backpressure), so
@@ -30,15 +18,3 @@ export const write = (data: string | Uint8Array): Effect.Effect<boolean> =>
     if (stream.destroyed) return resume(Effect.succeed(false))
     stream.write(data, (error) => resume(Effect.succeed(error == null)))
   })
-
-/** Queues a short text on stdout; the process does not exit before the reader took it or left. */
-export const writeOut = (text: string): void => void stdout().write(text)
-
-/** One line on stderr, prefixed so it stands out from the command's own output. */
-export const printError = (message: string): void => {
-  try {
-    fs.writeSync(2, `corral: ${message}\n`)
-  } catch {
-    // a closed or broken stderr must not turn into a crash of corral
-  }
-}
