@@ -17,14 +17,27 @@ const root = fileURLToPath(new URL("..", import.meta.url))
 const outdir = path.join(root, "packages", "cli", "bundle")
 const built = (pkg, file) => path.join(root, "packages", pkg, "dist", file)
 
-fs.rmSync(outdir, { recursive: true, force: true })
+// msgpackr (through @effect/rpc, which MCP uses for JSON only) tries a native
+// addon at load and goes on without one: bundled, the addon's loader would
+// probe the file system for nothing, so it is left out
+const withoutNativeMsgpack = {
+  name: "without-native-msgpack",
+  setup(build) {
+    build.onResolve({ filter: /^msgpackr-extract$/ }, () => ({ path: "msgpackr-extract", namespace: "left-out" }))
+    build.onLoad({ filter: /.*/, namespace: "left-out" }, () => ({ contents: "throw new Error(\"left out of the bundle\")", loader: "js" }))
+  }
+}
+
+// built aside, then swapped in: a corral started meanwhile finds one whole bundle or the other
+const fresh = `${outdir}.new-${process.pid}`
+const old = `${outdir}.old-${process.pid}`
 await esbuild.build({
   entryPoints: {
     main: built("cli", "main.js"),
     "internal/watcherMain": built("core", "internal/watcherMain.js"),
     "internal/patternWorkerMain": built("core", "internal/patternWorkerMain.js")
   },
-  outdir,
+  outdir: fresh,
   bundle: true,
   splitting: true,
   format: "esm",
@@ -32,8 +45,12 @@ await esbuild.build({
   target: "node20",
   chunkNames: "chunk-[hash]",
   minify: true,
-  // the CommonJS modules bundled in (the MCP SDK's dependencies) call `require` for Node's built-ins
+  // CommonJS modules bundled in (ws, msgpackr: under @effect/platform-node and @effect/rpc) `require` Node built-ins
   banner: { js: 'import { createRequire as __corralRequire } from "node:module"; const require = __corralRequire(import.meta.url);' },
   legalComments: "none",
+  plugins: [withoutNativeMsgpack],
   logLevel: "warning"
 })
+if (fs.existsSync(outdir)) fs.renameSync(outdir, old)
+fs.renameSync(fresh, outdir)
+fs.rmSync(old, { recursive: true, force: true })

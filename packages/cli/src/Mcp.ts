@@ -9,7 +9,6 @@ import * as fs from "node:fs"
 import * as v8 from "node:v8"
 import type { ContainmentUnavailable } from "@corral/core/Containment"
 import { Containment } from "@corral/core/Containment"
-import { ControlServer } from "@corral/core/ControlServer"
 import { Limits } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
 import { ShellRegistry } from "@corral/core/ShellRegistry"
@@ -91,13 +90,16 @@ const limitsLayer = (args: McpArgs) =>
 
 /**
  * The control socket that `corral ls|show|logs|stop|top` talk to. Without it
- * the server still works, so a socket that cannot be made is a warning.
+ * the server still works, so a socket that cannot be made is a warning. Its
+ * HTTP server is loaded and started in the background: the MCP client's
+ * `initialize` does not wait for it.
  */
-const controlEndpoint = Layer.scopedDiscard(
-  Layer.build(ControlServer.layer).pipe(
+const controlEndpoint = Layer.scopedDiscard(Effect.forkScoped(
+  Effect.promise(() => import("@corral/core/ControlServer")).pipe(
+    Effect.flatMap(({ ControlServer }) => Layer.build(ControlServer.layer)),
     Effect.catchAll((error) => Effect.logWarning(`${error.message}; corral ls and corral stop will not see this server`))
   )
-)
+))
 
 /**
  * A state directory that cannot be used (read-only, someone else's) costs
