@@ -803,6 +803,35 @@ const atTerminal = (title: string, body: (wrapper: string) => Effect.Effect<unkn
       })
   )
 
+/** Whether this user may make a PID namespace (root): unshare without --mount-proc leaves /proc the parent's. */
+const canUnshare = spawnSync("unshare", ["--pid", "--fork", "true"], { stdio: "ignore" }).status === 0
+
+;(canUnshare ? describe : describe.skip)("corral run beside GNU timeout: PID 1 of a PID namespace whose /proc is the parent's", () => {
+  // `unshare --pid --fork` without --mount-proc: /proc/1 is not corral, every pid there names another process.
+  // corral must still find CMD's group by its own namespace's ids: TERM is enough, and all three are counted
+  const stopped = (r: Ran) => expect(r.stderr).toMatch(/SIGTERM sufficed, 3 processes|sending signal TERM/)
+  sideBySide([
+    {
+      title: "unshare --pid --fork timeout -v 0.3 sh -c 'sleep 30 & sleep 30'",
+      script: "exec unshare --pid --fork $X -v 0.3 sh -c 'sleep 30 & sleep 30'",
+      status: 124,
+      effect: stopped
+    },
+    {
+      title: "unshare --pid --fork timeout -v --preserve-status 0.3 sh -c 'sleep 30 & sleep 30'",
+      script: "exec unshare --pid --fork $X -v --preserve-status 0.3 sh -c 'sleep 30 & sleep 30'",
+      status: 128 + 15,
+      effect: stopped
+    },
+    {
+      title: "unshare --pid --fork timeout -k 0.3 0.3 sh -c \"trap '' TERM; exec sleep 30\"",
+      script: "exec unshare --pid --fork $X -k 0.3 0.3 sh -c \"trap '' TERM; exec sleep 30\"",
+      status: 128 + 9
+    },
+    { title: "unshare --pid --fork timeout 10 sh -c 'exit 3'", script: "exec unshare --pid --fork $X 10 sh -c 'exit 3'", status: 3 }
+  ])
+})
+
 describe("corral run at a terminal (an interactive bash under script(1))", () => {
   atTerminal("Ctrl-Z stops the whole job, fg resumes it, Ctrl-C ends it: 130", (wrapper) =>
     Effect.gen(function*() {

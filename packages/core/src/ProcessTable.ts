@@ -8,6 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import { isGone } from "./internal/procStat.js"
+import * as ProcForeign from "./internal/procForeign.js"
 import * as ProcLinux from "./internal/procLinux.js"
 import * as ProcPs from "./internal/procPs.js"
 
@@ -26,6 +27,40 @@ export interface ProcessInfo {
 
 /** A signal by name, or by number where Node has no name for it (real-time signals, or 0 to probe). */
 export type Signal = NodeJS.Signals | number
+
+const ownProc = () =>
+  ProcessTable.of({
+    scan: Effect.sync(ProcLinux.scan),
+    lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
+    shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
+    uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
+    // our own through /proc/self: a /proc mounted for another namespace would name another process
+    pidNamespaceOf: (pid, forChildren) =>
+      Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf(pid === process.pid ? "self" : pid, forChildren))),
+    now: Effect.sync(ProcLinux.now),
+    signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+  })
+
+/** The per-process files of our `pid`, read at its entry in another namespace's `/proc`. */
+const foreignProc = (proc: ReturnType<typeof ProcForeign.make>) => {
+  const at = <A>(pid: number, read: (entry: number) => A | undefined) =>
+    Effect.sync(() => {
+      const entry = proc.procEntry(pid)
+      return entry === undefined ? undefined : read(entry)
+    })
+  return ProcessTable.of({
+    scan: Effect.sync(proc.scan),
+    lookup: (pid) => Effect.sync(() => Option.fromNullable(proc.read(pid))),
+    shellIdsOf: (pid) => Effect.map(at(pid, ProcLinux.shellIdsOf), (ids) => ids ?? []),
+    uidOf: (pid) => Effect.map(at(pid, ProcLinux.uidOf), Option.fromNullable),
+    pidNamespaceOf: (pid, forChildren) =>
+      pid === process.pid
+        ? Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf("self", forChildren)))
+        : Effect.map(at(pid, (entry) => ProcLinux.pidNamespaceOf(entry, forChildren)), Option.fromNullable),
+    now: Effect.sync(ProcLinux.now),
+    signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+  })
+}
 
 export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<ProcessTable, {
   /** Every process the table can see, zombies included. */
@@ -53,19 +88,14 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
    */
   readonly signal: (target: number, signal: Signal) => Effect.Effect<boolean>
 }>() {
-  /** Reads `/proc`; Linux only. */
-  static readonly layerLinux: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () =>
-    ProcessTable.of({
-      scan: Effect.sync(ProcLinux.scan),
-      lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
-      shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
-      uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
-      // our own through /proc/self: a /proc mounted for another namespace would name another process
-      pidNamespaceOf: (pid, forChildren) =>
-        Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf(pid === process.pid ? "self" : pid, forChildren))),
-      now: Effect.sync(ProcLinux.now),
-      signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
-    }))
+  /**
+   * Reads `/proc`; Linux only. A `/proc` of another PID namespace (entered
+   * without mounting its own) is read through each process's ids in ours.
+   */
+  static readonly layerLinux: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () => {
+    const level = ProcForeign.ourLevel()
+    return level === undefined ? ownProc() : foreignProc(ProcForeign.make(level))
+  })
 
   /** Uses `ps(1)`, for systems without `/proc`. Threads are not visible and count as 1. */
   static readonly layerPs: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () =>
