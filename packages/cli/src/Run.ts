@@ -23,6 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as ExitCode from "./internal/exitCode.js"
+import * as Foreground from "./internal/foreground.js"
 import type { RunArgs } from "./internal/runArgs.js"
 import * as RunArgsParser from "./internal/runArgs.js"
 import * as Signals from "./internal/signals.js"
@@ -40,7 +41,7 @@ exits, times out or is killed, corral stops whatever is left of its group
 (the signal, the grace period, then SIGKILL) before it returns: nothing CMD
 started outlives it. Options end at the first word that is not one, or at --.
 CMD's new session has no controlling terminal: a program that opens /dev/tty
-(a password prompt, for one) cannot.
+(a password prompt, for one) cannot, unless run with --foreground.
 
 options (as timeout(1), plus corral's own):
   -s, --signal=SIG   the signal sent on timeout (default TERM): a name, with or
@@ -51,6 +52,11 @@ options (as timeout(1), plus corral's own):
                      either: 3s, or the CORRAL_GRACE environment variable
   -p, --preserve-status
                      exit with CMD's status even when it times out
+      --foreground   as timeout(1)'s: CMD stays in corral's group, so at a shell
+                     prompt it can read the terminal and gets its signals. Only
+                     CMD is signalled, on timeout and when a signal is passed on;
+                     what it started is neither waited for nor stopped: no group,
+                     containment or watcher holds it (the guarantee is given up)
       --timeout=D    the time limit, as DURATION; 0 means none (the default)
       --containment=C
                      how CMD's processes are held: cgroup (a cgroup v2 of its own, which
@@ -91,7 +97,7 @@ differences from timeout(1), on purpose:
   - after the signal, SIGKILL follows the grace period (3s) even without -k;
     timeout(1) sends none unless given -k;
   - a CMD of its own session does not get the terminal's signals: corral passes
-    on the ones above; --foreground is not supported.
+    on the ones above (with --foreground CMD shares corral's terminal instead).
 `
 
 type Outcome =
@@ -188,18 +194,6 @@ const makeForward = (
     })
 }
 
-/** After a timeout, as timeout(1): 124, or CMD's status with --preserve-status; 137 when CMD needed SIGKILL. */
-const timedOutCode = (status: Option.Option<ProcessGroup.ExitStatus>, args: RunArgs): number =>
-  Option.match(status, {
-    onNone: () => ExitCode.TimedOut,
-    onSome: (s) =>
-      s._tag === "Signaled" && s.signal === "SIGKILL"
-        ? ExitCode.Killed
-        : args.preserveStatus
-        ? ExitCode.ofStatus(s)
-        : ExitCode.TimedOut
-  })
-
 const onTimeout = (group: ProcessGroup.ProcessGroup, why: string, args: RunArgs, log: StopLog) =>
   Effect.gen(function*() {
     const signal = Signals.toNode(args.signal)
@@ -207,7 +201,7 @@ const onTimeout = (group: ProcessGroup.ProcessGroup, why: string, args: RunArgs,
     yield* stopAndReport(group, args, log, { signal })
     // the stop counts a zombie leader as gone before Node has reaped it
     const status = yield* Effect.timeoutOption(Effect.interruptible(group.awaitExit), "1 second")
-    return ExitCode.exit(timedOutCode(status, args))
+    return ExitCode.exit(ExitCode.afterTimeout(Option.getOrUndefined(status), args.preserveStatus))
   })
 
 const settle = (group: ProcessGroup.ProcessGroup, outcome: Outcome, args: RunArgs, log: StopLog) =>
@@ -243,11 +237,16 @@ const supervise = Effect.fn("Run.supervise")(function*(args: RunArgs, ignored: R
   return yield* settle(group, outcome, args, log)
 }, Effect.scoped)
 
+const limitsLayer = (args: RunArgs) => Limits.layerConfig(Option.match(args.grace, { onNone: () => ({}), onSome: (grace) => ({ grace }) }))
+
 const layer = (args: RunArgs) =>
-  Containment.layer(Option.getOrUndefined(args.containment)).pipe(Layer.provideMerge(Layer.merge(
-    ProcessTable.layer,
-    Limits.layerConfig(Option.match(args.grace, { onNone: () => ({}), onSome: (grace) => ({ grace }) }))
-  )))
+  Containment.layer(Option.getOrUndefined(args.containment)).pipe(Layer.provideMerge(Layer.merge(ProcessTable.layer, limitsLayer(args))))
+
+/** --foreground: CMD in corral's own group, signalled alone; no group, cell or watcher (internal/foreground.ts). */
+const superviseForeground = (args: RunArgs, ignored: ReadonlySet<number>) =>
+  Effect.flatMap(Limits, ({ grace }) => Foreground.supervise(args, ignored, ignoredForCommand(ignored, args), grace, sleepFor)).pipe(
+    Effect.provide(limitsLayer(args))
+  )
 
 type RunError = UsageError | ConfigError.ConfigError | ContainmentUnavailable | ProcessGroup.ProcessGroupError
 
@@ -263,6 +262,7 @@ const program = (argv: ReadonlyArray<string>, ignored: ReadonlySet<number>) =>
   Effect.gen(function*() {
     const parsed = yield* RunArgsParser.parse(argv)
     if (parsed._tag === "Help") return yield* Effect.as(Effect.sync(() => writeOut(usage)), ExitCode.exit(0))
+    if (parsed.args.foreground) return yield* superviseForeground(parsed.args, ignored)
     return yield* Effect.provide(supervise(parsed.args, ignored), layer(parsed.args))
   }).pipe(
     Effect.catchAll((error: RunError) => Effect.as(say(messageOf(error)), ExitCode.exit(exitCodeOf(error)))),

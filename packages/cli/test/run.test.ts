@@ -224,6 +224,7 @@ describe("corral run: usage", () => {
       yield* rejects(["soon", "true"], /^corral: invalid duration "soon"/)
       yield* rejects(["--", "-1", "true"], /^corral: invalid duration "-1"/)
       yield* rejects(["5"], /^corral: no command to run/)
+      yield* rejects(["--foreground", "--containment", "procScan", "1", "true"], /^corral: --foreground keeps CMD in corral's own group, which no containment holds/)
     }))
 
   it.scopedLive("reads a first word that is a duration as DURATION, and runs a command without one", () =>
@@ -792,12 +793,13 @@ const terminal = Effect.gen(function*() {
 /** Lines a program printed (not the echo of what was typed). */
 const printed = (text: string, line: string) => (text.match(new RegExp(`^${line}\\r?$`, "gm")) ?? []).length
 
-const atTerminal = (title: string, body: (wrapper: string) => Effect.Effect<unknown, Error, Scope.Scope>) =>
+/** `body` typed at a terminal with `corral run OPTIONS` and `timeout OPTIONS` (default: a 30 s limit); both must return the same. */
+const atTerminal = (title: string, body: (wrapper: string) => Effect.Effect<unknown, Error, Scope.Scope>, options = "30") =>
   (hasScript ? it.scopedLive : it.scopedLive.skip)(
     `${title} ${gnuVersion === undefined ? "(GNU timeout is not installed: corral alone)" : `(beside GNU timeout ${gnuVersion.join(".")})`}`,
     () =>
       Effect.gen(function*() {
-        const wrappers = [`${bin} run 30`, ...(gnuVersion === undefined ? [] : ["timeout 30"])]
+        const wrappers = [`${bin} run ${options}`, ...(gnuVersion === undefined ? [] : [`timeout ${options}`])]
         const results = yield* Effect.all(wrappers.map((w) => Effect.scoped(body(w))), { concurrency: 2 })
         expect(results[0]).toEqual(results[results.length - 1])
       })
@@ -875,4 +877,59 @@ describe("corral run at a terminal (an interactive bash under script(1))", () =>
       yield* tty.waitFor(/^status=\d+\r?$/m, ended)
       return { aliveAfterGrace: true, status: /^status=(\d+)\r?$/m.exec(tty.since(ended))![1] }
     }))
+})
+
+describe("corral run --foreground at a terminal (an interactive bash under script(1))", () => {
+  const statusAfter = (tty: Effect.Effect.Success<typeof terminal>) =>
+    Effect.gen(function*() {
+      const ended = tty.mark()
+      yield* tty.type("echo status=$?\n")
+      yield* tty.waitFor(/^status=\d+\r?$/m, ended)
+      return /^status=(\d+)\r?$/m.exec(tty.since(ended))![1]
+    })
+
+  atTerminal("CMD reads the terminal, /dev/tty too: 0", (wrapper) =>
+    Effect.gen(function*() {
+      const tty = yield* terminal
+      yield* tty.type(`${wrapper} sh -c 'echo ask; read -r line < /dev/tty; echo got=$line'\n`)
+      yield* tty.waitFor(/^ask\r?$/m)
+      yield* tty.type("hello\n")
+      yield* tty.waitFor(/^got=hello\r?$/m)
+      const status = yield* statusAfter(tty)
+      expect(status).toBe("0")
+      return { read: true, status }
+    }), "--foreground 30")
+
+  atTerminal("Ctrl-Z stops the job from the terminal, fg resumes it, Ctrl-C ends it: 130", (wrapper) =>
+    Effect.gen(function*() {
+      const tty = yield* terminal
+      yield* tty.type(`${wrapper} sh -c 'while :; do echo tick; sleep 0.2; done'\n`)
+      yield* tty.waitFor(/^tick\r?$/m)
+      yield* tty.type("\x1a")
+      yield* tty.waitFor(/Stopped/)
+      const stopped = tty.mark()
+      yield* Effect.sleep("800 millis")
+      const ticksWhileStopped = printed(tty.since(stopped), "tick")
+      const resumed = tty.mark()
+      yield* tty.type("fg\n")
+      yield* tty.waitFor(/^tick\r?$/m, resumed)
+      yield* tty.type("\x03")
+      const status = yield* statusAfter(tty)
+      expect({ ticksWhileStopped, status }).toEqual({ ticksWhileStopped: 0, status: "130" })
+      return { ticksWhileStopped, status }
+    }), "--foreground 30")
+
+  // as GNU documents: only CMD is signalled, and what it started is neither waited for nor stopped
+  atTerminal("on timeout only CMD is signalled; its child lives on: 124", (wrapper) =>
+    Effect.gen(function*() {
+      const tty = yield* terminal
+      yield* tty.type(`${wrapper} sh -c 'sleep 30 & echo child=$!; sleep 30'\n`)
+      yield* tty.waitFor(/^child=\d+\r?$/m)
+      const child = Number(/^child=(\d+)\r?$/m.exec(tty.since(0))![1])
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.kill(child, "SIGKILL")).pipe(Effect.ignore))
+      const status = yield* statusAfter(tty)
+      const childAlive = fs.readFileSync(`/proc/${child}/stat`, "latin1").split(") ")[1]![0] !== "Z"
+      expect({ status, childAlive }).toEqual({ status: "124", childAlive: true })
+      return { status, childAlive }
+    }), "--foreground 0.5")
 })

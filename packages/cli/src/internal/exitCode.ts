@@ -22,6 +22,16 @@ export type Ending =
 
 export const exit = (code: number): Ending => ({ _tag: "Exit", code })
 
+/** After a timeout, as timeout(1): 124, or CMD's status with --preserve-status; 137 when CMD needed SIGKILL. */
+export const afterTimeout = (status: ExitStatus | undefined, preserveStatus: boolean): number =>
+  status === undefined
+    ? TimedOut
+    : status._tag === "Signaled" && status.signal === "SIGKILL"
+    ? Killed
+    : preserveStatus
+    ? ofStatus(status)
+    : TimedOut
+
 /** CMD's own ending passed on: its code, or its death by the same signal. */
 export const endingOf = (status: ExitStatus): Ending =>
   status._tag === "Exited" ? exit(status.code) : { _tag: "Die", signal: constants.signals[status.signal] }

@@ -27,6 +27,8 @@ export interface RunArgs {
   readonly signal: number
   /** Exit with CMD's status even after a timeout. */
   readonly preserveStatus: boolean
+  /** CMD stays in corral's group (the terminal's foreground job); only CMD is signalled, as `timeout --foreground`. */
+  readonly foreground: boolean
   readonly verbose: boolean
   /** None: `CORRAL_CONTAINMENT`, else auto. */
   readonly containment: Option.Option<ContainmentArg.Choice>
@@ -36,7 +38,7 @@ export type Parsed =
   | { readonly _tag: "Help" }
   | { readonly _tag: "Run"; readonly args: RunArgs }
 
-type Name = "timeout" | "kill-after" | "grace" | "signal" | "preserve-status" | "containment" | "verbose" | "help"
+type Name = "timeout" | "kill-after" | "grace" | "signal" | "preserve-status" | "foreground" | "containment" | "verbose" | "help"
 
 interface Spec {
   readonly name: Name
@@ -51,6 +53,7 @@ const specs: ReadonlyArray<Spec> = [
   { name: "grace", value: "duration, like --grace 5s" },
   { name: "signal", short: "s", value: "signal, like -s INT" },
   { name: "preserve-status", short: "p" },
+  { name: "foreground" },
   { name: "containment", value: "backend, like --containment procScan" },
   { name: "verbose", short: "v" },
   { name: "help", short: "h" }
@@ -68,7 +71,7 @@ const usageError = (message: string) => Either.left(new UsageError({ message }))
 
 const unknownOption = (rawName: string) =>
   usageError(
-    `unknown option ${rawName} for run: it takes -s SIG, -k D, -p (--preserve-status), --timeout D, --grace D, ` +
+    `unknown option ${rawName} for run: it takes -s SIG, -k D, -p (--preserve-status), --foreground, --timeout D, --grace D, ` +
       `--containment C, -v and -h before the command; put -- before a command that starts with a dash`
   )
 
@@ -126,6 +129,7 @@ interface Values {
   readonly grace: Option.Option<Duration.Duration>
   readonly signal: number
   readonly preserveStatus: boolean
+  readonly foreground: boolean
   readonly verbose: boolean
   readonly containment: Option.Option<ContainmentArg.Choice>
   readonly help: boolean
@@ -158,6 +162,8 @@ const apply = (values: Values, option: Given): Either.Either<Values, UsageError>
       return Either.map(ContainmentArg.parse(value), (c) => ({ ...values, containment: Option.some(c) }))
     case "preserve-status":
       return Either.right({ ...values, preserveStatus: true })
+    case "foreground":
+      return Either.right({ ...values, foreground: true })
     case "verbose":
       return Either.right({ ...values, verbose: true })
     case "help":
@@ -210,6 +216,7 @@ export const parse = (argv: ReadonlyArray<string>, commandExists: (word: string)
       grace: Option.none(),
       signal: 15,
       preserveStatus: false,
+      foreground: false,
       verbose: false,
       containment: Option.none(),
       help: false
@@ -226,6 +233,9 @@ export const parse = (argv: ReadonlyArray<string>, commandExists: (word: string)
     if (command.length === 0) {
       return yield* usageError("no command to run: put it after the options, like `corral run 30s npm test` or `corral run --timeout 30s -- npm test`")
     }
-    const { grace, signal, preserveStatus, verbose, containment } = values
-    return { _tag: "Run", args: { command, timeout, grace, signal, preserveStatus, verbose, containment } } as const
+    if (values.foreground && Option.isSome(values.containment)) {
+      return yield* usageError("--foreground keeps CMD in corral's own group, which no containment holds: drop --containment, or --foreground")
+    }
+    const { grace, signal, preserveStatus, foreground, verbose, containment } = values
+    return { _tag: "Run", args: { command, timeout, grace, signal, preserveStatus, foreground, verbose, containment } } as const
   })
