@@ -5,9 +5,10 @@
 // included: the bin needs nothing from node_modules (see docs/adr/0011).
 //
 // The watcher and the pattern worker are entries of their own, at the paths
-// their spawners compute from `import.meta.url`: a chunk sits in bundle/,
-// so `new URL("./internal/watcherMain.js", import.meta.url)` is
-// bundle/internal/watcherMain.js.
+// their spawners compute from `import.meta.url`. Every chunk sits in
+// bundle/, so Watcher.ts's `new URL("./internal/watcherMain.js", ...)` is
+// bundle/internal/watcherMain.js, and internal/patternWorker.ts's
+// `new URL("./patternWorkerMain.js", ...)` is bundle/patternWorkerMain.js.
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -35,7 +36,7 @@ await esbuild.build({
   entryPoints: {
     main: built("cli", "main.js"),
     "internal/watcherMain": built("core", "internal/watcherMain.js"),
-    "internal/patternWorkerMain": built("core", "internal/patternWorkerMain.js")
+    patternWorkerMain: built("core", "internal/patternWorkerMain.js")
   },
   outdir: fresh,
   bundle: true,
@@ -51,6 +52,19 @@ await esbuild.build({
   plugins: [withoutNativeMsgpack],
   logLevel: "warning"
 })
+// a file a chunk names relative to itself (a spawned entry, package.json) must be where it looks
+for (const file of fs.readdirSync(fresh, { recursive: true }).filter((f) => f.endsWith(".js"))) {
+  const chunk = path.join(fresh, file)
+  for (const [, relative] of fs.readFileSync(chunk, "utf8").matchAll(/new URL\("(\.{1,2}\/[^"]+)",import\.meta\.url\)/g)) {
+    // inside the bundle, or (package.json) beside it once it is in place
+    const inside = path.resolve(path.dirname(chunk), relative)
+    const where = inside.startsWith(fresh + path.sep) ? inside : path.resolve(path.dirname(path.join(outdir, file)), relative)
+    if (!fs.existsSync(where)) {
+      fs.rmSync(fresh, { recursive: true, force: true })
+      throw new Error(`bundle/${file} loads ${relative}, which is not at ${where}: make it an entry at that path`)
+    }
+  }
+}
 if (fs.existsSync(outdir)) fs.renameSync(outdir, old)
 fs.renameSync(fresh, outdir)
 fs.rmSync(old, { recursive: true, force: true })

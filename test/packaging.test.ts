@@ -82,7 +82,7 @@ describe("the @corral/cli tarball", () => {
   const files = packedFiles("cli")
 
   it("holds the bin and its bundle, and no modules of its own to import", () => {
-    expect(files).toEqual(expect.arrayContaining(["bin/corral.js", "bundle/main.js", "bundle/internal/watcherMain.js", "bundle/internal/patternWorkerMain.js"]))
+    expect(files).toEqual(expect.arrayContaining(["bin/corral.js", "bundle/main.js", "bundle/internal/watcherMain.js", "bundle/patternWorkerMain.js"]))
     expect(files.filter((f) => f.startsWith("dist/") || f.startsWith("src/"))).toEqual([])
   })
 
