@@ -54,6 +54,8 @@ export interface OutputBuffer {
   readonly follow: (from: number) => Stream.Stream<OutputChunk>
   /** Marks the output as complete: live streams end. */
   readonly end: Effect.Effect<void>
+  /** `end` for a callback outside any fiber (a pipe's `close` handler). */
+  readonly unsafeEnd: () => void
 }
 
 /** What one pull of `follow` gives at most (more only when a single chunk is bigger). */
@@ -72,13 +74,16 @@ const completeLength = (bytes: Uint8Array) => {
 }
 
 export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
-  // `wake` keeps only its newest message: a reader that stalls holds one at most
-  Effect.map(Effect.all([PubSub.unbounded<OutputChunk | null>(), PubSub.sliding<void>(1)]), ([hub, wake]) => {
+  Effect.sync(() => {
     const ring: Array<OutputChunk> = []
     let head = 0 // index of the oldest chunk in `ring`
     let start = 0 // absolute offset of the oldest retained byte
     let end = 0 // absolute offset after the newest byte
     let ended = false
+    // made on the first subscriber or follower: an idle shell's buffer holds neither
+    let hub: PubSub.PubSub<OutputChunk | null> | undefined
+    // keeps only its newest message: a reader that stalls holds one at most
+    let wake: PubSub.PubSub<void> | undefined
     let subscribers = 0 // publishing costs, so only when someone listens
     let followers = 0
 
@@ -107,8 +112,8 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       ring.push(chunk)
       end += bytes.length
       if (end - start > capacity) dropTo(end - capacity)
-      if (subscribers > 0) Effect.runSync(PubSub.publish(hub, chunk))
-      if (followers > 0) Effect.runSync(PubSub.publish(wake, undefined))
+      if (subscribers > 0) hub!.unsafeOffer(chunk)
+      if (followers > 0) wake!.unsafeOffer(undefined)
     }
 
     /** Index in `ring` of the chunk holding the absolute offset `at` (chunks are in offset order). */
@@ -138,6 +143,7 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
     const follow = (from: number): Stream.Stream<OutputChunk> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         yield* Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
+        wake ??= yield* PubSub.sliding<void>(1)
         // subscribed before the ring is first read: an append in between still wakes the reader
         const woken = yield* PubSub.subscribe(wake)
         const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
@@ -188,6 +194,13 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
 
     const tail = (n: number) => Effect.map(readSince(lineStart(n)), (read): OutputRead => ({ ...read, dropped: 0 }))
 
+    const unsafeEnd = () => {
+      if (ended) return
+      ended = true
+      hub?.unsafeOffer(null)
+      wake?.unsafeOffer(undefined)
+    }
+
     return {
       capacity,
       append,
@@ -199,15 +212,13 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
         ended
           ? Effect.succeed(Stream.empty)
           : Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--)).pipe(
-            Effect.zipRight(PubSub.subscribe(hub)),
+            Effect.zipRight(Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub)))),
+            Effect.flatMap((made) => PubSub.subscribe(hub ??= made)),
             Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
           )
       ),
       follow,
-      end: Effect.suspend(() => {
-        if (ended) return Effect.void
-        ended = true
-        return Effect.zipRight(PubSub.publish(hub, null), PubSub.publish(wake, undefined))
-      })
+      end: Effect.sync(unsafeEnd),
+      unsafeEnd
     }
   })

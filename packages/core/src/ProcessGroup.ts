@@ -275,7 +275,10 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   child.stdio[3]?.on("data", (line: Buffer) => Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line.toString())))))
   child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
   // `close` waits for every holder of the pipes; only output completeness depends on it
-  child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
+  child.once("close", () => {
+    Deferred.unsafeDone(closed, Effect.void)
+    output.unsafeEnd()
+  })
   const pid = child.pid!
   // membership by cgroup is exact only once the leader is in it
   if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
@@ -300,8 +303,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     ),
     [StopStateId]: stopState
   }
-  yield* Effect.forkScoped(Deferred.await(closed).pipe(Effect.zipRight(output.end)))
-  if (Option.isSome(watcher)) yield* watcher.value.add(shellId, group.target)
+  if (Option.isSome(watcher)) yield* watcher.value.update(shellId, group.target)
   yield* Effect.addFinalizer(() => group.stop())
   return group
 })

@@ -15,6 +15,8 @@ import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -307,6 +309,16 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     journalFailing = written._tag === "Left"
   }))
 
+  // One fiber rewrites the journal after changes, off the callers' path: a
+  // burst of starts or ends is one write. Until it has, a shell just started
+  // is known to the watcher (told before the spawn), which stops it if this
+  // process dies; see ADR 0013 for the window where both die.
+  const journalDirty = yield* Queue.sliding<void>(1)
+  const journalWriter = yield* Effect.forkScoped(
+    Effect.forever(Queue.take(journalDirty).pipe(Effect.zipRight(Effect.yieldNow()), Effect.zipRight(writeJournal)))
+  )
+  const journalChanged = journalled ? Effect.asVoid(Queue.offer(journalDirty, undefined)) : Effect.void
+
   const lookup = (id: string) =>
     Effect.suspend(() => {
       const shell = shells.get(id)
@@ -335,30 +347,49 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     Ref.update(shell.status, (s): ShellStatus => (s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Stopping", by } : s))
 
   /**
-   * Moves the shell to its final status once, whoever gets here first. It
+   * Where a stop leaves the shell, or nothing if it has settled already. It
    * was killed by corral only if a stop was asked for and signalled someone;
    * a stop that found the group already empty means it ended by itself.
    */
-  const settle = (shell: Shell, report: StopReport) =>
-    eventLock.withPermits(1)(Effect.gen(function*() {
+  const finalStatus = (shell: Shell, report: StopReport) =>
+    Effect.gen(function*() {
       const current = yield* Ref.get(shell.status)
-      if (!isActive(current)) return
+      if (!isActive(current)) return Option.none()
       const exit = yield* shell.group.exitStatus
       const signal = Option.isSome(exit) && exit.value._tag === "Signaled" ? exit.value.signal : undefined
       const byCorral = current._tag === "Stopping" && report.signals.SIGTERM + report.signals.SIGKILL > 0
-      const final: ShellStatus = byCorral
-        ? { _tag: "Killed", signal: signal ?? (report.escalated ? "SIGKILL" : "SIGTERM"), by: current.by }
-        : signal !== undefined
-        ? { _tag: "Killed", signal }
-        : { _tag: "Exited", code: Option.isSome(exit) && exit.value._tag === "Exited" ? exit.value.code : 0 }
-      yield* Ref.set(shell.status, final)
-      yield* Ref.set(shell.endedAt, yield* Clock.currentTimeMillis)
-      const info = yield* infoOf(shell)
-      yield* PubSub.publish(hub, byCorral ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
-      yield* Deferred.succeed(shell.settled, undefined)
+      return Option.some<ShellStatus>(
+        byCorral
+          ? { _tag: "Killed", signal: signal ?? (report.escalated ? "SIGKILL" : "SIGTERM"), by: current.by }
+          : signal !== undefined
+          ? { _tag: "Killed", signal }
+          : { _tag: "Exited", code: Option.isSome(exit) && exit.value._tag === "Exited" ? exit.value.code : 0 }
+      )
+    })
+
+  /**
+   * Moves each shell to its final status once, whoever gets here first, and
+   * publishes its event: many shells under one lock, with one journal change.
+   */
+  const settleAll = (stopped: ReadonlyArray<readonly [Shell, StopReport]>) =>
+    eventLock.withPermits(1)(Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const events: Array<ShellEvent> = []
+      for (const [shell, report] of stopped) {
+        const final = yield* finalStatus(shell, report)
+        if (Option.isNone(final)) continue
+        yield* Ref.set(shell.status, final.value)
+        yield* Ref.set(shell.endedAt, now)
+        const info = yield* infoOf(shell)
+        events.push(final.value._tag === "Killed" && final.value.by !== undefined ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
+        yield* Deferred.succeed(shell.settled, undefined)
+      }
+      yield* PubSub.publishAll(hub, events)
     })).pipe(
-      Effect.zipRight(writeJournal)
+      Effect.zipRight(journalChanged)
     )
+
+  const settle = (shell: Shell, report: StopReport) => settleAll([[shell, report]])
 
   const stop = (shell: Shell) =>
     Effect.flatMap(shell.group.stop(), (report) => Effect.as(settle(shell, report), report))
@@ -386,8 +417,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         Effect.as(Effect.sleep(limits.lifetime), false)
       )
       if (!ended) yield* markStopping(shell, "lifetime")
-      yield* stop(shell)
-      yield* Scope.close(shell.scope, Exit.void)
+      // begun, the end runs through: the shutdown interrupts lifecycles and waits for them
+      yield* Effect.uninterruptible(Effect.zipRight(stop(shell), Scope.close(shell.scope, Exit.void)))
       yield* Effect.sleep(limits.retention)
       yield* dropped(shell)
     })
@@ -438,7 +469,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       const info = yield* infoOf(shell)
       yield* PubSub.publish(hub, { _tag: "Started", info })
       shells.set(id, shell)
-      yield* writeJournal
+      yield* journalChanged
       yield* FiberMap.run(lifecycles, id, lifecycle(shell))
       return info
     })))
@@ -453,13 +484,17 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     return yield* stop(shell)
   })
 
-  // every shell at once, one process-table scan per tick for all of them
+  // Every shell at once, with one process-table scan per tick for all of
+  // them, then one settling, one journal removal and one watcher write.
   const shutdown = gate.withPermits(startPermits)(Effect.gen(function*() {
     closing = true
+    // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
+    yield* Fiber.interruptAll(Array.from(lifecycles, ([, fiber]) => fiber))
+    yield* Fiber.interrupt(journalWriter)
     const all = [...shells.values()]
     yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
     const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
-    yield* Effect.forEach(all, (shell, i) => settle(shell, reports[i]!), { discard: true })
+    yield* settleAll(all.map((shell, i) => [shell, reports[i]!] as const))
     yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
     if (journalled) yield* Journal.remove(stateDir, Journal.nameOf(supervisor))
   })).pipe(Effect.provide(context))

@@ -11,7 +11,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
 import { Limits } from "./Limits.js"
@@ -26,11 +25,22 @@ export type WatcherMessage =
  * provided: it announces a shell before spawning it (by tag and cgroup, the
  * pid is not known yet), again once it has a pid, and withdraws it after
  * the shell's stop, so there is no moment when a shell runs unwatched.
+ *
+ * Messages are written in batches: `add` writes what is pending and itself
+ * before it returns (a spawn may follow at once); `update` and `remove` go
+ * with the next write, at the latest once the current tick's work is done,
+ * so stopping 200 shells is one write. Losing an update or a removal to a
+ * crash is harmless: the watcher then stops by tag and cgroup, or finds a
+ * withdrawn group already empty.
  */
 export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
   /** The watcher process now: another replaces one that dies. */
   readonly pid: Effect.Effect<number>
+  /** Announces a target; written to the watcher before this returns. */
   readonly add: (key: string, target: StopTarget) => Effect.Effect<void>
+  /** Tells more of a target already announced (its pid once known); sent with the next batch. */
+  readonly update: (key: string, target: StopTarget) => Effect.Effect<void>
+  /** Withdraws a target; sent with the next batch. */
   readonly remove: (key: string) => Effect.Effect<void>
   /** Watches the group for the scope's lifetime. */
   readonly guard: (target: StopTarget) => Effect.Effect<void, never, Scope.Scope>
@@ -60,8 +70,10 @@ const startProcess = (args: string): ChildProcess => {
   return child
 }
 
-const write = (child: ChildProcess, message: WatcherMessage) => {
-  if (child.stdin!.writable) child.stdin!.write(JSON.stringify(message) + "\n")
+const lineOf = (message: WatcherMessage) => JSON.stringify(message) + "\n"
+
+const write = (child: ChildProcess, lines: string) => {
+  if (lines !== "" && child.stdin!.writable) child.stdin!.write(lines)
 }
 
 /** Waits until the watcher process has ended, or could not start; says how. */
@@ -112,35 +124,55 @@ export const make = Effect.gen(function*() {
     killTimeout: Duration.toMillis(limits.killTimeout),
     killInterval: Duration.toMillis(limits.killInterval)
   })
-  // what the watcher was told, for a replacement; changed, like `current`, only under `lock`
+  // what the watcher was told, for a replacement, and what it is yet to be told;
+  // every change to them, and to `current`, is one synchronous step
   const watched = new Map<string, StopTarget>()
-  const lock = yield* Effect.makeSemaphore(1)
-  const current = yield* Effect.acquireRelease(
-    Effect.flatMap(Effect.sync(() => startProcess(args)), Ref.make),
-    (current) =>
-      Effect.flatMap(Ref.get(current), (child) =>
-        Effect.async<void>((resume) => {
-          if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
-          child.once("exit", () => resume(Effect.void))
-          child.ref() // keep this process alive until the watcher has gone
-          if (watched.size === 0) child.kill("SIGKILL")
-          else child.stdin!.end()
-        })).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(5)), Effect.ignore)
+  let pending = ""
+  let flushScheduled = false
+  let current: ChildProcess
+  const flush = () => {
+    write(current, pending)
+    pending = ""
+  }
+  const enqueue = (message: WatcherMessage, now: boolean) => {
+    pending += lineOf(message)
+    if (now) return flush()
+    if (flushScheduled) return
+    flushScheduled = true
+    setImmediate(() => {
+      flushScheduled = false
+      flush()
+    })
+  }
+  yield* Effect.acquireRelease(Effect.sync(() => (current = startProcess(args))), () =>
+    Effect.async<void>((resume) => {
+      const child = current
+      if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
+      child.once("exit", () => resume(Effect.void))
+      child.ref() // keep this process alive until the watcher has gone
+      if (watched.size === 0) {
+        child.kill("SIGKILL")
+      } else {
+        flush()
+        child.stdin!.end()
+      }
+    }).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(5)), Effect.ignore)
   )
 
   const replaceWhenDead = Effect.gen(function*() {
-    const child = yield* Ref.get(current)
+    const child = current
     const startedAt = yield* Clock.currentTimeMillis
     const how = yield* ended(child)
     // a watcher that cannot stay up is not restarted in a tight loop
     const lived = Duration.millis((yield* Clock.currentTimeMillis) - startedAt)
     if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
-    const replacement = yield* lock.withPermits(1)(Effect.gen(function*() {
-      const next = startProcess(args)
-      for (const [key, target] of watched) write(next, { op: "add", key, target })
-      yield* Ref.set(current, next)
-      return next
-    }))
+    const replacement = yield* Effect.sync(() => {
+      current = startProcess(args)
+      // what was pending is in `watched` already
+      pending = ""
+      write(current, [...watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
+      return current
+    })
     yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
     yield* Effect.logWarning(
       `the watcher (pid ${child.pid ?? "none"}) ended (${how}); ` +
@@ -150,13 +182,24 @@ export const make = Effect.gen(function*() {
   // forked after the release above is registered, so interrupted before it runs: a release is no death
   yield* Effect.forkScoped(Effect.forever(replaceWhenDead))
 
-  const send = (message: WatcherMessage, update: () => void) =>
-    lock.withPermits(1)(Effect.flatMap(Ref.get(current), (child) => Effect.sync(() => (update(), write(child, message)))))
-  const add = (key: string, target: StopTarget) => send({ op: "add", key, target }, () => watched.set(key, target))
-  const remove = (key: string) => send({ op: "remove", key }, () => watched.delete(key))
+  const add = (key: string, target: StopTarget) =>
+    Effect.sync(() => {
+      watched.set(key, target)
+      enqueue({ op: "add", key, target }, true)
+    })
+  const update = (key: string, target: StopTarget) =>
+    Effect.sync(() => {
+      watched.set(key, target)
+      enqueue({ op: "add", key, target }, false)
+    })
+  const remove = (key: string) =>
+    Effect.sync(() => {
+      if (watched.delete(key)) enqueue({ op: "remove", key }, false)
+    })
   return Watcher.of({
-    pid: Effect.map(Ref.get(current), (child) => child.pid ?? 0),
+    pid: Effect.sync(() => current.pid ?? 0),
     add,
+    update,
     remove,
     guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target)))
   })

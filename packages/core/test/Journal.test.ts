@@ -64,13 +64,15 @@ const warningsOf = (logs: ReadonlyArray<{ readonly level: string; readonly messa
   logs.filter((l) => l.level === "WARN").map((l) => l.message)
 
 /** Builds a registry on `stateDir` (which reaps at start), recording what it logs. */
-const withRegistryOn = <A, E, R>(stateDir: string, use: (registry: ShellRegistry["Type"]) => Effect.Effect<A, E, R>) =>
+type Logs = Array<{ readonly level: string; readonly message: string }>
+
+const withRegistryOn = <A, E, R>(stateDir: string, use: (registry: ShellRegistry["Type"], logs: Logs) => Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
-    const logs: Array<{ readonly level: string; readonly message: string }> = []
+    const logs: Logs = []
     const recorder = Logger.make(({ logLevel, message }) => {
       logs.push({ level: logLevel.label, message: Array.isArray(message) ? message.join(" ") : String(message) })
     })
-    const result = yield* Effect.flatMap(ShellRegistry, use).pipe(
+    const result = yield* Effect.flatMap(ShellRegistry, (registry) => use(registry, logs)).pipe(
       Effect.provide(registryLayer({ name: owner, stateDir, limits: { grace: Duration.millis(500) } })),
       Effect.provide(Logger.replace(Logger.defaultLogger, recorder))
     )
@@ -140,6 +142,8 @@ describe("state directory", () => {
           expect(modeOf(stateDir)).toBe(0o700)
           const shell = yield* registry.start({ command: ["sleep", "300"] }, { owner })
           expect(modeOf(Journal.directory(stateDir))).toBe(0o700)
+          // written just after the start returns, off its path (ADR 0013)
+          yield* eventually("the journal to list the shell", Effect.sync(() => (fs.existsSync(file) && readJournal(stateDir, process.pid).shells.length === 1) || undefined))
           expect(modeOf(file)).toBe(0o600)
           expect(readJournal(stateDir, process.pid)).toMatchObject({
             version: 2,
@@ -147,7 +151,7 @@ describe("state directory", () => {
             shells: [{ id: shell.id, tag: shell.tag, pid: shell.pid, leaderStartTime: startTimeOf(shell.pid), command: "sleep 300", owner }]
           })
           yield* registry.kill(shell.id, { owner })
-          expect(readJournal(stateDir, process.pid).shells).toEqual([])
+          yield* eventually("the journal to drop the shell", Effect.sync(() => readJournal(stateDir, process.pid).shells.length === 0 || undefined))
           expect(modeOf(file)).toBe(0o600)
           expect(fs.readdirSync(Journal.directory(stateDir))).toEqual([path.basename(file)])
         }))
@@ -173,6 +177,7 @@ describe("state directory", () => {
       const used = yield* Effect.gen(function*() {
         const registry = yield* ShellRegistry
         yield* registry.start({ command: ["sleep", "300"] }, { owner })
+        yield* eventually("the journal", Effect.sync(() => fs.existsSync(journalOf(stateDir, process.pid)) || undefined))
         expect(modeOf(journalOf(stateDir, process.pid))).toBe(0o600)
         return registry.stateDir
       }).pipe(Effect.provide(ShellRegistry.layer({ name: owner }).pipe(Layer.provide(services))), fromEnv({ CORRAL_STATE_DIR: stateDir }))
@@ -566,10 +571,11 @@ describe.skipIf(!canMakeReadOnly)(`unwritable places ${readOnlyReason}`, () => {
   it.live("a journal that can no longer be written: shells still start, and it is said once", () =>
     Effect.scoped(Effect.gen(function*() {
       const stateDir = yield* tempStateDir
-      const { logs, result } = yield* withRegistryOn(stateDir, (registry) =>
+      const { logs, result } = yield* withRegistryOn(stateDir, (registry, logs) =>
         Effect.gen(function*() {
           yield* readOnly(Journal.directory(stateDir))
           const a = yield* registry.start({ command: ["sleep", "300"] }, { owner })
+          yield* eventually("the first failed write", Effect.sync(() => warningsOf(logs).length > 0 || undefined))
           const b = yield* registry.start({ command: ["sleep", "300"] }, { owner })
           return [a, b].map((s) => isRunning(s.pid))
         }).pipe(Effect.scoped))
