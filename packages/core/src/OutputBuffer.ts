@@ -112,8 +112,8 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       ring.push(chunk)
       end += bytes.length
       if (end - start > capacity) dropTo(end - capacity)
-      if (subscribers > 0) hub!.unsafeOffer(chunk)
-      if (followers > 0) wake!.unsafeOffer(undefined)
+      if (subscribers > 0) hub?.unsafeOffer(chunk)
+      if (followers > 0) wake?.unsafeOffer(undefined)
     }
 
     /** Index in `ring` of the chunk holding the absolute offset `at` (chunks are in offset order). */
@@ -142,10 +142,11 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
 
     const follow = (from: number): Stream.Stream<OutputChunk> =>
       Stream.unwrapScoped(Effect.gen(function*() {
-        yield* Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
-        wake ??= yield* PubSub.sliding<void>(1)
+        const made = wake ?? (yield* PubSub.sliding<void>(1))
+        wake ??= made
         // subscribed before the ring is first read: an append in between still wakes the reader
         const woken = yield* PubSub.subscribe(wake)
+        yield* Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
         const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
           Effect.suspend(() => {
             const batch = batchFrom(Math.max(cursor, start))
@@ -211,9 +212,9 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       live: Effect.suspend(() =>
         ended
           ? Effect.succeed(Stream.empty)
-          : Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--)).pipe(
-            Effect.zipRight(Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub)))),
+          : Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub))).pipe(
             Effect.flatMap((made) => PubSub.subscribe(hub ??= made)),
+            Effect.tap(Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--))),
             Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
           )
       ),
