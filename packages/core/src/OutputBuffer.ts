@@ -5,10 +5,12 @@
  * cursor stays valid however much was dropped in between.
  */
 import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
-import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
@@ -82,10 +84,13 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
     let ended = false
     // made on the first subscriber or follower: an idle shell's buffer holds neither
     let hub: PubSub.PubSub<OutputChunk | null> | undefined
-    // keeps only its newest message: a reader that stalls holds one at most
-    let wake: PubSub.PubSub<void> | undefined
     let subscribers = 0 // publishing costs, so only when someone listens
-    let followers = 0
+    // followers waiting for more: each is woken once, by the next append or the end
+    const waiting = new Set<Deferred.Deferred<void>>()
+    const wakeAll = () => {
+      for (const waiter of waiting) Deferred.unsafeDone(waiter, Exit.void)
+      waiting.clear()
+    }
 
     const dropTo = (target: number) => {
       while (head < ring.length && ring[head]!.offset + ring[head]!.bytes.length <= target) head++
@@ -113,7 +118,7 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       end += bytes.length
       if (end - start > capacity) dropTo(end - capacity)
       if (subscribers > 0) hub?.unsafeOffer(chunk)
-      if (followers > 0) wake?.unsafeOffer(undefined)
+      if (waiting.size > 0) wakeAll()
     }
 
     /** Index in `ring` of the chunk holding the absolute offset `at` (chunks are in offset order). */
@@ -140,23 +145,26 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       return batch
     }
 
-    const follow = (from: number): Stream.Stream<OutputChunk> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
-        const made = wake ?? (yield* PubSub.sliding<void>(1))
-        wake ??= made
-        // subscribed before the ring is first read: an append in between still wakes the reader
-        const woken = yield* PubSub.subscribe(wake)
-        yield* Effect.acquireRelease(Effect.sync(() => followers++), () => Effect.sync(() => followers--))
-        const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
-          Effect.suspend(() => {
-            const batch = batchFrom(Math.max(cursor, start))
-            const last = batch.at(-1)
-            if (last !== undefined) return Effect.succeedSome([Chunk.unsafeFromArray(batch), last.offset + last.bytes.length] as const)
-            if (ended) return Effect.succeedNone
-            return Effect.zipRight(Queue.take(woken), pull(cursor))
-          })
-        return Stream.unfoldChunkEffect(from, pull)
-      }))
+    /**
+     * The next batch from `cursor`, waiting for an append when there is none
+     * yet; none once the output has ended. Looking and starting to wait are
+     * one synchronous step, so no append falls in between.
+     */
+    const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
+      Effect.suspend(() => {
+        const batch = batchFrom(Math.max(cursor, start))
+        const last = batch.at(-1)
+        if (last !== undefined) return Effect.succeedSome([Chunk.unsafeFromArray(batch), last.offset + last.bytes.length] as const)
+        if (ended) return Effect.succeedNone
+        const waiter = Deferred.unsafeMake<void>(FiberId.none)
+        waiting.add(waiter)
+        return Deferred.await(waiter).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => waiting.delete(waiter))),
+          Effect.zipRight(pull(cursor))
+        )
+      })
+
+    const follow = (from: number): Stream.Stream<OutputChunk> => Stream.unfoldChunkEffect(from, pull)
 
     const bytesFrom = (from: number): Uint8Array => {
       const parts: Array<Uint8Array> = []
@@ -199,7 +207,7 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       if (ended) return
       ended = true
       hub?.unsafeOffer(null)
-      wake?.unsafeOffer(undefined)
+      wakeAll()
     }
 
     return {
