@@ -6,6 +6,7 @@ const project = (name: string, include: string, testTimeout = 30_000) => ({
 
 export default defineConfig({
   test: {
+    globalSetup: ["scripts/vitest-bundle.ts"],
     projects: [
       project("core", "packages/core/test/**/*.test.ts"),
       project("tools", "packages/tools/test/**/*.test.ts"),
