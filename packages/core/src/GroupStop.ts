@@ -58,6 +58,7 @@ export interface StopReport {
   readonly escalated: boolean
   /** Processes that were still alive when the grace ran out, or found later: each needed SIGKILL. */
   readonly killed: number
+  /** From the stop's start until this group was empty (or the stop gave up on it); groups stopped together each have their own. */
   readonly durationMs: number
   /** Live processes when the stop began. */
   readonly members: number
@@ -81,6 +82,17 @@ export interface StopOptions {
 export const stopGroup = (target: StopTarget, options?: StopOptions) =>
   Effect.map(stopGroups([target], options), (reports) => reports[0]!)
 
+/** One group's stop as it goes: what its report is made of. */
+interface Progress {
+  readonly target: StopTarget
+  /** Live members when the stop began. */
+  readonly members: number
+  /** The most members the kill loop struck at once. */
+  killed: number
+  /** When the group was last seen empty, after being seen with members; undefined while it has some. */
+  emptiedAt: number | undefined
+}
+
 export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   targets: ReadonlyArray<StopTarget>,
   options?: StopOptions
@@ -90,39 +102,50 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const grace = Duration.toMillis(options?.grace ?? limits.grace)
   const began = yield* Clock.currentTimeMillis
   const wake = makeWake(options?.wakeOn ?? [])
-
   const first = options?.signal ?? "SIGTERM"
 
   let live = yield* members.scan
-  const initial = live.map((l) => l.length)
+  const progress = targets.map((target, i): Progress => ({
+    target,
+    members: live[i]!.length,
+    killed: 0,
+    emptiedAt: live[i]!.length === 0 ? began : undefined
+  }))
+  // each group's own end: a group found with members again (a newcomer) has not ended yet
+  const observe = (found: Live) =>
+    Effect.map(Clock.currentTimeMillis, (now) =>
+      found.forEach((ps, i) => {
+        const p = progress[i]!
+        p.emptiedAt = ps.length > 0 ? undefined : p.emptiedAt ?? now
+      }))
   yield* members.signal(live, first)
   yield* members.signal(live, "SIGCONT")
-  // a member first seen later (born since, or not yet in its cgroup) gets the first signal then
+  // a member first seen later (born since, or not yet in its cgroup) gets the first signal then, within the grace
   const termed = new Set(live.flatMap((ps) => ps.map(keyOf)))
   const termNewcomers = (found: Live) => {
     const fresh = found.map((ps) => ps.filter((p) => !termed.has(keyOf(p))))
     fresh.forEach((ps) => ps.forEach((p) => termed.add(keyOf(p))))
     return Effect.zipRight(members.signalEach(fresh, first), members.signalEach(fresh, "SIGCONT"))
   }
-  live = yield* pollUntilEmpty(members, wake, live, began + grace, termNewcomers)
-  const killed = live.map((l) => l.length)
+  live = yield* pollUntilEmpty(members, wake, live, began + grace, observe, termNewcomers)
+  live.forEach((ps, i) => (progress[i]!.killed = ps.length))
   const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
   while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
     const struck = yield* members.kill(live)
-    struck.forEach((l, i) => (killed[i] = Math.max(killed[i]!, l.length)))
+    struck.forEach((ps, i) => (progress[i]!.killed = Math.max(progress[i]!.killed, ps.length)))
     const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
-    live = yield* pollUntilEmpty(members, wake, struck, Math.min(nextRound, killUntil))
+    live = yield* pollUntilEmpty(members, wake, struck, Math.min(nextRound, killUntil), observe)
   }
   if (isAnyAlive(live)) live = yield* members.scan
-  const durationMs = (yield* Clock.currentTimeMillis) - began
-  return targets.map((target, i): StopReport => ({
-    pgid: target.pgid,
-    containment: backendOf(target),
+  const finished = yield* Clock.currentTimeMillis
+  return progress.map((p, i): StopReport => ({
+    pgid: p.target.pgid,
+    containment: backendOf(p.target),
     signals: members.tally[i]!,
-    escalated: killed[i]! > 0,
-    killed: killed[i]!,
-    durationMs,
-    members: initial[i]!,
+    escalated: p.killed > 0,
+    killed: p.killed,
+    durationMs: (live[i]!.length > 0 ? finished : p.emptiedAt ?? finished) - began,
+    members: p.members,
     survivors: live[i]!.map((p) => p.pid),
     escaped: [...members.escaped[i]!]
   }))
@@ -153,6 +176,7 @@ const pollUntilEmpty = (
   wake: (ms: number) => Effect.Effect<void>,
   known: Live,
   deadline: number,
+  observe: (live: Live) => Effect.Effect<void>,
   onScan: (live: Live) => Effect.Effect<void> = () => Effect.void
 ) =>
   Effect.gen(function*() {
@@ -165,6 +189,7 @@ const pollUntilEmpty = (
         live = yield* members.scan
         yield* onScan(live)
       }
+      yield* observe(live)
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(live) || now >= deadline) return live
       const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)

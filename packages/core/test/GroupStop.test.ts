@@ -328,6 +328,38 @@ describe("GroupStop.stopGroups", () => {
       expect(kills(yield* t.requested).every((r) => r.target === -5000)).toBe(true)
     }))
 
+  it.effect("gives each group its own duration: an obedient group's ends when it emptied, not with the batch", () =>
+    Effect.gen(function*() {
+      const onSignal = (script: TestScript, t: number, signal: Signal) =>
+        signal === "SIGTERM" && t === -6000 ? vanish(script, t) : Effect.void
+      const t = yield* setup({ table: [...session(5000), ...session(6000)], onSignal })
+      const fiber = yield* Effect.fork(t.stop([targetOf(5000), targetOf(6000)]))
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const [stubborn, obeying] = yield* Fiber.join(fiber)
+      expect(obeying!.durationMs).toBe(0)
+      expect(stubborn!.durationMs).toBe(GRACE + KILL_TIMEOUT)
+    }))
+
+  it.effect("sends the first signal, within the grace, to a member first seen after it was sent", () =>
+    Effect.gen(function*() {
+      // the leader's TERM handler forks a cleanup child into the group, then exits; the child obeys TERM
+      const cleanup = fakeProcess(5002, { pgid: 5000, sid: 5000, ppid: 5000, startTime: 11 })
+      const onSignal = (script: TestScript, t: number, signal: Signal) =>
+        signal !== "SIGTERM"
+          ? Effect.void
+          : t === -5000
+          ? Ref.update(script.processes, (all) => [...all.filter((p) => p.pgid !== 5000), cleanup])
+          : vanish(script, t)
+      const t = yield* setup({ table: [leader, worker], onSignal })
+      const fiber = yield* Effect.fork(t.stopOne())
+      yield* TestClock.adjust(GRACE / 2)
+      expect(yield* isDone(fiber)).toBe(true)
+      const report = yield* Fiber.join(fiber)
+      expect(yield* t.delivered).toEqual(["SIGTERM -5000", "SIGCONT -5000", "SIGTERM 5002", "SIGCONT 5002"])
+      expect(report).toMatchObject({ escalated: false, killed: 0, survivors: [] })
+      expect(report.durationMs).toBeLessThan(GRACE)
+    }))
+
   it.effect("stopGroup gives the report stopGroups gives for one target", () =>
     Effect.gen(function*() {
       const t = yield* setup({ table: [leader, worker], onSignal: obedient })
