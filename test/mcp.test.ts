@@ -8,7 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "@effect/vitest"
-import { CallToolResultSchema, ListToolsResultSchema } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolResultSchema, ListToolsResultSchema, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import { corralBin, eventually, mcpServer } from "./fixtures/mcpHarness.js"
@@ -93,6 +93,32 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
       yield* named.call("bash", { command: "sleep 30", run_in_background: true })
       // the client has initialized (the call was answered): its name did not replace --name
       expect(supervisorNames(named.stateDir)).toEqual(["review agent"])
+    }))
+
+  it.scopedLive("tells of shells that ended in the next result's text and _meta, and as log messages", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const logged: Array<{ text: string; shell_id: string }> = []
+      server.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+        if (n.params.logger === "corral") logged.push(n.params.data as { text: string; shell_id: string })
+      })
+      expect(server.client.getServerCapabilities()).toMatchObject({ logging: {} })
+      yield* Effect.promise(() => server.client.setLoggingLevel("notice"))
+      yield* server.call("bash", { command: "sleep 1; exit 3", run_in_background: true })
+      // s1 may end while this call runs: its notice then comes with this result
+      const second = yield* server.call("bash", { command: "sleep 1; exit 4", run_in_background: true })
+      yield* eventually("both shells' log messages", () => logged.length >= 2)
+      expect(logged.map((l) => l.text).sort()).toEqual([
+        expect.stringMatching(/^shell s1 \(sleep 1; exit 3\) exited with code 3 after [\d.]+m?s; finished: the group is empty; 0 lines unread$/),
+        expect.stringMatching(/^shell s2 \(sleep 1; exit 4\) exited with code 4 after /)
+      ])
+      const next = yield* server.call("bash", { command: "true" })
+      const text = second.text + next.text
+      expect(text).toMatch(/\n\[notice: shell s1 \(sleep 1; exit 3\) exited with code 3 after [\d.]+m?s; finished: the group is empty; 0 lines unread\]/)
+      expect(text).toMatch(/\n\[notice: shell s2 \(sleep 1; exit 4\) exited with code 4 after /)
+      const notices = [second, next].flatMap((r) => (r.meta?.notices ?? []) as ReadonlyArray<{ shell_id: string; exit_code: number }>)
+      expect(notices.map((n) => [n.shell_id, n.exit_code]).sort()).toEqual([["s1", 3], ["s2", 4]])
+      expectOnlyProtocol(server.stdoutLines)
     }))
 
   it.scopedLive("runs a foreground command and answers in plain text, metadata in _meta", () =>

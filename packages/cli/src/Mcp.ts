@@ -130,7 +130,7 @@ const nameAfterClient = (args: McpArgs, clientName: Deferred.Deferred<string>) =
   )
 
 const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>, wire: McpWire.Wire, clientName: Deferred.Deferred<string>) =>
-  Layer.merge(McpTools.layer, nameAfterClient(args, clientName)).pipe(
+  Layer.mergeAll(McpTools.layer, McpTools.noticesLayer({ owner: OWNER }), nameAfterClient(args, clientName)).pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
     Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
     Layer.provide(Layer.merge(registryLayer(args), PermissionGate.layer)),

@@ -67,6 +67,8 @@ export interface ShellInfo {
 
 export type ShellEvent =
   | { readonly _tag: "Started"; readonly info: ShellInfo }
+  /** The leader exited and members of its group still run (once per shell). */
+  | { readonly _tag: "Lingering"; readonly info: ShellInfo }
   | { readonly _tag: "Exited"; readonly info: ShellInfo }
   | { readonly _tag: "Killed"; readonly info: ShellInfo; readonly report: StopReport }
   | { readonly _tag: "Dropped"; readonly id: string }
@@ -191,6 +193,8 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
   readonly start: (spec: SpawnSpec, options: StartOptions) => Effect.Effect<ShellInfo, StartError>
   readonly output: (id: string, options?: OutputOptions) => Effect.Effect<OutputResult, UnknownShell | InvalidPattern | InvalidOption>
   readonly kill: (id: string, options: { readonly owner: string }) => Effect.Effect<StopReport, UnknownShell | NotOwner>
+  /** Lines kept that `reader` has not read yet in `new` mode; reads nothing for it. */
+  readonly unread: (id: string, reader: string) => Effect.Effect<number, UnknownShell>
   readonly info: (id: string) => Effect.Effect<ShellInfo, UnknownShell>
   readonly list: Effect.Effect<ReadonlyArray<ShellInfo>>
   /**
@@ -205,6 +209,8 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
   readonly events: Stream.Stream<ShellEvent>
   /** Subscribes now, so no event after this point is missed. */
   readonly subscribe: Effect.Effect<Stream.Stream<ShellEvent>, never, Scope.Scope>
+  /** Subscribes now, as a queue to drain when the reader likes: no fiber needed to keep up. */
+  readonly subscribeQueue: Effect.Effect<Queue.Dequeue<ShellEvent>, never, Scope.Scope>
   /**
    * Puts a group started outside the registry (a foreground command) under
    * the watcher for the scope's lifetime, so it too is stopped if the
@@ -394,6 +400,15 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const stop = (shell: Shell) =>
     Effect.flatMap(shell.group.stop(), (report) => Effect.as(settle(shell, report), report))
 
+  /** Counts what still runs after the leader exited; the first count is an event. */
+  const linger = (shell: Shell, exit: ExitStatus, members: number) =>
+    eventLock.withPermits(1)(Effect.gen(function*() {
+      const first = yield* Ref.modify(shell.status, (s): readonly [boolean, ShellStatus] =>
+        s._tag === "Running" || s._tag === "Lingering" ? [s._tag === "Running", { _tag: "Lingering", exit, members }] : [false, s]
+      )
+      if (first) yield* PubSub.publish(hub, { _tag: "Lingering", info: yield* infoOf(shell) })
+    }))
+
   /** Leader exit, then an empty group: the shell's natural end. */
   const naturalEnd = (shell: Shell) =>
     Effect.gen(function*() {
@@ -402,9 +417,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       if ((yield* Ref.get(shell.status))._tag === "Stopping") return
       let members = yield* containment.members(shell.group.target)
       while (members > 0) {
-        yield* Ref.update(shell.status, (s): ShellStatus =>
-          s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Lingering", exit, members } : s
-        )
+        yield* linger(shell, exit, members)
         yield* Effect.sleep(Duration.seconds(1))
         members = yield* containment.members(shell.group.target)
       }
@@ -512,6 +525,9 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
           settled: Deferred.await(shell.settled)
         }, outputOptions)),
     kill,
+    unread: (id, reader) =>
+      Effect.flatMap(lookup(id), (shell) =>
+        Effect.map(shell.group.output.readSince(shell.cursors.get(reader) ?? 0), ({ text }) => ShellOutput.lineCount(text))),
     info: (id) => Effect.flatMap(lookup(id), infoOf),
     list: Effect.suspend(() => Effect.forEach(shells.values(), infoOf)),
     follow: (id, followOptions = {}) =>
@@ -519,6 +535,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         Effect.map(output.stats, ({ written }) => output.follow(followOptions.retained === true ? 0 : written))),
     events: Stream.fromPubSub(hub),
     subscribe: Effect.map(PubSub.subscribe(hub), Stream.fromQueue),
+    subscribeQueue: PubSub.subscribe(hub),
     guard: (group) =>
       Option.match(watcher, {
         onNone: () => Effect.void,

@@ -173,6 +173,7 @@ export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate
         case "Exited":
         case "Killed":
           return close(event.info)
+        case "Lingering":
         case "Dropped":
           return Effect.void
       }

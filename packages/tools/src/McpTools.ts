@@ -8,12 +8,18 @@
 import * as McpSchema from "@effect/ai/McpSchema"
 import * as McpServer from "@effect/ai/McpServer"
 import * as Tool from "@effect/ai/Tool"
+import type { ShellInfo } from "@corral/core/ShellRegistry"
+import { ShellRegistry } from "@corral/core/ShellRegistry"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Stream from "effect/Stream"
+import * as Notices from "./internal/notices.js"
+import * as Settings from "./internal/settings.js"
 import * as ShellTools from "./ShellTools.js"
 import * as ToolDefinition from "./ToolDefinition.js"
 import type { ToolError, ToolResult } from "./ToolResult.js"
@@ -93,3 +99,27 @@ export const register = Effect.gen(function*() {
 })
 
 export const layer = Layer.effectDiscard(register)
+
+/**
+ * Each end of the owner's shells, also as an MCP `notifications/message`
+ * (level `notice`, logger `corral`), for clients that show it or act on it
+ * before the next tool call. A stop the owner asked for is not news to it.
+ */
+export const noticesLayer = (options: { readonly owner: string }) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const server = yield* McpServer.McpServer
+    const registry = yield* ShellRegistry
+    const events = yield* registry.subscribe
+    const reader = Settings.make(options).reader
+    const send = (info: ShellInfo) =>
+      Effect.gen(function*() {
+        const unread = Option.getOrUndefined(yield* Effect.option(registry.unread(info.id, reader)))
+        const text = Notices.noticeText(info, yield* Clock.currentTimeMillis, unread)
+        yield* server.notifications["notifications/message"]({ level: "notice", logger: "corral", data: { text, shell_id: info.id } })
+      })
+    yield* Effect.forkScoped(Stream.runForEach(events, (event) =>
+      event._tag === "Started" || event._tag === "Dropped" || event.info.owner !== options.owner ||
+        (event.info.status._tag === "Killed" && event.info.status.by === "request")
+        ? Effect.void
+        : send(event.info)))
+  }))

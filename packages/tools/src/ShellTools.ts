@@ -19,6 +19,7 @@ import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_TIMEOUT_MS, MA
 import * as BashOutput from "./internal/bashOutput.js"
 import * as KillBash from "./internal/killBash.js"
 import * as ListShells from "./internal/listShells.js"
+import * as Notices from "./internal/notices.js"
 import * as Settings from "./internal/settings.js"
 import * as Strict from "./internal/strict.js"
 import type { PermissionGate } from "./PermissionGate.js"
@@ -139,21 +140,28 @@ export interface Options {
   readonly cwd?: string | undefined
 }
 
+type Services = ShellRegistry | Limits | ProcessTable | Containment | PermissionGate
+
 /** The handlers, bound to one owner; the registry, limits and gate come from the host. */
-export const layer = (options: Options = {}): Layer.Layer<
-  Tool.HandlersFor<Tools>,
-  never,
-  ShellRegistry | Limits | ProcessTable | Containment | PermissionGate
-> =>
+export const layer = (options: Options = {}): Layer.Layer<Tool.HandlersFor<Tools>, never, Services> =>
   toolkit.toLayer(Effect.gen(function*() {
-    const context = yield* Effect.context<ShellRegistry | Limits | ProcessTable | Containment | PermissionGate>()
+    const context = yield* Effect.context<Services>()
     const settings = Settings.make(options)
+    const notices = yield* Notices.make(settings.owner, settings.reader)
+    /** Runs a handler, then adds the notices of shells that ended, but those whose status it states. */
+    const told = (handler: Effect.Effect<ToolResult, ToolError, Services>, about: (id: string) => boolean) =>
+      Effect.provide(handler, context).pipe(
+        Effect.flatMap((result) => Effect.map(notices.take(about), (due) => Notices.addTo(result, due))),
+        Effect.catchAll((error) => Effect.flatMap(notices.take(about), (due) => Effect.fail(Notices.addToError(error, due))))
+      )
+    const idGiven = (params: Readonly<Record<string, unknown>>) => (id: string) => id === params.shell_id || id === params.bash_id
     return toolkit.of({
-      bash: (params) => Effect.provide(Effect.flatMap(bashParameters.decode(params), (p) => Bash.handle(p, settings)), context),
+      bash: (params) => told(Effect.flatMap(bashParameters.decode(params), (p) => Bash.handle(p, settings)), () => false),
       bash_output: (params) =>
-        Effect.provide(Effect.flatMap(bashOutputParameters.decode(params), (p) => BashOutput.handle(p, settings)), context),
-      kill_bash: (params) => Effect.provide(Effect.flatMap(killBashParameters.decode(params), (p) => KillBash.handle(p, settings)), context),
-      list_shells: (params) => Effect.provide(Effect.flatMap(listShellsParameters.decode(params), () => ListShells.handle(settings)), context)
+        told(Effect.flatMap(bashOutputParameters.decode(params), (p) => BashOutput.handle(p, settings)), idGiven(params)),
+      kill_bash: (params) => told(Effect.flatMap(killBashParameters.decode(params), (p) => KillBash.handle(p, settings)), idGiven(params)),
+      // the list states every shell's status
+      list_shells: (params) => told(Effect.flatMap(listShellsParameters.decode(params), () => ListShells.handle(settings)), () => true)
     })
   }))
 

@@ -148,6 +148,8 @@ export const make = (options: Options) => {
       if (typeof checked === "string") return reply(errorLine(id, McpSchema.INVALID_PARAMS_ERROR_CODE, checked))
       params = checked
     }
+    // the server sends shell notices as log messages, and has no levels to set
+    if (method === "logging/setLevel") return reply(JSON.stringify({ jsonrpc: "2.0", id, result: {} }) + "\n")
     if (method === "initialize" && isRecord(params) && isRecord(params.clientInfo) && typeof params.clientInfo.name === "string") {
       options.onClientName?.(params.clientInfo.name)
     }
@@ -256,7 +258,7 @@ export const make = (options: Options) => {
     if (inFlight.get(keyOf(entry.id)) === internal) inFlight.delete(keyOf(entry.id))
     if (entry.cancelled) return undefined
     return error === undefined
-      ? JSON.stringify({ jsonrpc: "2.0", id: entry.id, result: message.result })
+      ? JSON.stringify({ jsonrpc: "2.0", id: entry.id, result: entry.method === "initialize" ? withLogging(message.result) : message.result })
       : JSON.stringify({ jsonrpc: "2.0", id: entry.id, error: shortError(entry.method, error) })
   }
 
@@ -299,6 +301,10 @@ export const make = (options: Options) => {
 
   return { screen, restore, input, output }
 }
+
+/** An initialize result that declares the log messages the server sends (shell notices). */
+const withLogging = (result: unknown) =>
+  isRecord(result) && isRecord(result.capabilities) ? { ...result, capabilities: { ...result.capabilities, logging: {} } } : result
 
 /** The first part of an encoded `Cause` with this tag, looking through sequential and parallel ones. */
 const findCause = (cause: Record<string, unknown>, tag: string): Record<string, unknown> | undefined => {

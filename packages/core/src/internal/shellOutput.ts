@@ -139,3 +139,10 @@ export const read = (source: Source, options: OutputOptions) =>
       waited
     } satisfies OutputResult
   })
+
+/** Lines in a text, the last counted though it has no newline yet. */
+export const lineCount = (text: string): number => {
+  let lines = 0
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) lines++
+  return text === "" || text.endsWith("\n") ? lines : lines + 1
+}
