@@ -5,7 +5,6 @@
  * process-table scan); the sequence is the same for both. Many shells stop
  * together with one process-table scan per tick.
  */
-import { constants } from "node:os"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -31,23 +30,9 @@ export interface StopTarget {
 
 export type Backend = "cgroup" | "pidns" | "procScan"
 
-/** The backend that held a target. */
-export const backendOf = (target: StopTarget): Backend =>
-  target.cgroup !== undefined ? "cgroup" : target.pidns ? "pidns" : "procScan"
-
-/** Signals `unshare` blocks or does not die of: 0, INT, TERM, KILL (it dies, and the namespace with it: meant), CONT, STOP, and the default-ignored. */
-const sparing: ReadonlySet<number> = new Set([
-  0,
-  ...(["SIGINT", "SIGTERM", "SIGKILL", "SIGCONT", "SIGSTOP", "SIGCHLD", "SIGWINCH", "SIGURG"] as const).map((s) => constants.signals[s])
-])
-
-/**
- * Whether a PID-namespace shell's leader, `unshare`, may get `signal` with
- * the rest of its group. Any other signal would kill it, and `--kill-child`
- * would then SIGKILL the namespace before the command could act on it.
- */
-export const pidnsLeaderSurvives = (signal: Signal): boolean =>
-  sparing.has(typeof signal === "number" ? signal : constants.signals[signal])
+// membership decides these, so they live beside it; they are part of the stop's surface all the same
+export { backendOf, pidnsLeaderSurvives } from "./internal/membership.js"
+import { backendOf } from "./internal/membership.js"
 
 export interface StopReport {
   readonly pgid: number

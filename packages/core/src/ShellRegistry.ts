@@ -126,35 +126,9 @@ export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string
   }
 }
 
-/** The longest `filter` or `waitFor` pattern taken. */
-export const MAX_PATTERN_CHARS = 1_000
-
-export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{
-  readonly pattern: string
-  readonly reason: string
-  /** What is wrong: its syntax (the default), its length, or what matching it costs (too slow, too deep). */
-  readonly problem?: "syntax" | "length" | "cost" | undefined
-  /** The option that gave it. */
-  readonly option?: "filter" | "waitFor" | undefined
-}> {
-  override get message() {
-    const shown = JSON.stringify(this.pattern.length > 80 ? `${this.pattern.slice(0, 79)}…` : this.pattern)
-    switch (this.problem) {
-      case "length":
-        return `regular expression ${shown} is ${this.pattern.length} characters long, over the limit of ${MAX_PATTERN_CHARS}: use a shorter one`
-      case "cost":
-        return `regular expression ${shown} ${this.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*`
-      default:
-        return `invalid regular expression ${shown}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
-    }
-  }
-}
-
-export class InvalidOption extends Data.TaggedError("InvalidOption")<{ readonly option: string; readonly value: unknown; readonly expected: string }> {
-  override get message() {
-    return `invalid ${this.option}: ${JSON.stringify(this.value)}; expected ${this.expected}`
-  }
-}
+// defined beside the reads that raise them; the registry's public errors all the same
+export { InvalidOption, InvalidPattern, MAX_PATTERN_CHARS } from "./internal/shellOutput.js"
+import type { InvalidOption, InvalidPattern } from "./internal/shellOutput.js"
 
 export class RegistryClosed extends Data.TaggedError("RegistryClosed")<{}> {
   override get message() {

@@ -18,13 +18,32 @@
  * A process born before the target is never a member: its group or session
  * id is a recycled number, and signalling it would hit a stranger.
  */
+import { constants } from "node:os"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StopTarget } from "../GroupStop.js"
-import { backendOf, pidnsLeaderSurvives } from "../GroupStop.js"
+import type { Backend } from "../GroupStop.js"
 import type { ProcessInfo, Signal } from "../ProcessTable.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
+
+/** The backend that held a target. */
+export const backendOf = (target: StopTarget): Backend =>
+  target.cgroup !== undefined ? "cgroup" : target.pidns ? "pidns" : "procScan"
+
+/** Signals `unshare` blocks or does not die of: 0, INT, TERM, KILL (it dies, and the namespace with it: meant), CONT, STOP, and the default-ignored. */
+const sparing: ReadonlySet<number> = new Set([
+  0,
+  ...(["SIGINT", "SIGTERM", "SIGKILL", "SIGCONT", "SIGSTOP", "SIGCHLD", "SIGWINCH", "SIGURG"] as const).map((s) => constants.signals[s])
+])
+
+/**
+ * Whether a PID-namespace shell's leader, `unshare`, may get `signal` with
+ * the rest of its group. Any other signal would kill it, and `--kill-child`
+ * would then SIGKILL the namespace before the command could act on it.
+ */
+export const pidnsLeaderSurvives = (signal: Signal): boolean =>
+  sparing.has(typeof signal === "number" ? signal : constants.signals[signal])
 
 export type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
 

@@ -1,13 +1,47 @@
+/**
+ * Reading a shell's output for the registry: modes, filters, waits, and
+ * the errors a bad option or pattern gets.
+ */
 import { StringDecoder } from "node:string_decoder"
 import * as Chunk from "effect/Chunk"
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { OutputBuffer } from "../OutputBuffer.js"
 import type { OutputOptions, OutputResult, ShellInfo } from "../ShellRegistry.js"
-import { InvalidOption, InvalidPattern, MAX_PATTERN_CHARS } from "../ShellRegistry.js"
 import * as PatternWorker from "./patternWorker.js"
+
+/** The longest `filter` or `waitFor` pattern taken. */
+export const MAX_PATTERN_CHARS = 1_000
+
+export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{
+  readonly pattern: string
+  readonly reason: string
+  /** What is wrong: its syntax (the default), its length, or what matching it costs (too slow, too deep). */
+  readonly problem?: "syntax" | "length" | "cost" | undefined
+  /** The option that gave it. */
+  readonly option?: "filter" | "waitFor" | undefined
+}> {
+  override get message() {
+    const shown = JSON.stringify(this.pattern.length > 80 ? `${this.pattern.slice(0, 79)}…` : this.pattern)
+    switch (this.problem) {
+      case "length":
+        return `regular expression ${shown} is ${this.pattern.length} characters long, over the limit of ${MAX_PATTERN_CHARS}: use a shorter one`
+      case "cost":
+        return `regular expression ${shown} ${this.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*`
+      default:
+        return `invalid regular expression ${shown}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
+    }
+  }
+}
+
+export class InvalidOption extends Data.TaggedError("InvalidOption")<{ readonly option: string; readonly value: unknown; readonly expected: string }> {
+  override get message() {
+    return `invalid ${this.option}: ${JSON.stringify(this.value)}; expected ${this.expected}`
+  }
+}
 
 export interface Source {
   readonly output: OutputBuffer
