@@ -222,11 +222,13 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
         expect(refused.stderr).toContain(b.id(1))
       }
       const malformed = yield* corral(dir, ["stop", "s1"])
-      expect(malformed.code).toBe(2)
+      expect(malformed.code).toBe(125)
       expect(malformed.stderr).toContain("expected <supervisor pid>:<shell id>, like 4242:s1")
       const missing = yield* corral(dir, ["show"])
-      expect(missing.code).toBe(2)
+      expect(missing.code).toBe(125)
       expect(missing.stderr).toContain("show needs the id of a shell")
+      // one line, as every usage error of corral's
+      for (const refused of [malformed, missing]) expect(refused.stderr.split("\n")).toHaveLength(2)
       for (const shell of [...a.shells, ...b.shells]) expect(isAlive(shell.pid)).toBe(true)
     }))
 

@@ -1,7 +1,8 @@
 /**
  * What the commands over the machine's table of shells (`corral ls`, `show`,
  * `logs`, `stop`, `top`) share: their command line, the `ControlClient`, and
- * how a failure ends them. Exit status: 0 done, 1 failed, 2 bad usage.
+ * how a failure ends them. Exit status: 0 done, 1 failed (no such shell, no
+ * supervisor), 125 bad usage, as every corral command (one line on stderr).
  */
 import * as tty from "node:tty"
 import { parseArgs } from "node:util"
@@ -14,12 +15,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
+import * as ExitCode from "./exitCode.js"
 import * as StderrLogger from "./stderrLogger.js"
 import { printError } from "./stdio.js"
 import { UsageError } from "./usageError.js"
 
 export const Failed = 1
-export const BadUsage = 2
+export const BadUsage = ExitCode.Failed
 
 export interface Parsed {
   readonly values: Readonly<Record<string, string | boolean | undefined>>
@@ -69,8 +71,7 @@ export const run = <E extends CommandError, R>(
     Effect.provide(ControlClient.layerConfig()),
     Effect.catchAll((error: CommandError) =>
       Effect.sync(() => {
-        printError(error.message)
-        if (error._tag === "UsageError") printError(`run \`corral ${command} --help\` for its usage`)
+        printError(error._tag === "UsageError" ? `${error.message}; \`corral ${command} --help\` gives its usage` : error.message)
         return exitCodeOf(error)
       })
     ),
