@@ -624,6 +624,14 @@ describe("corral run beside GNU timeout: exit status", () => {
     },
     { title: "timeout 10 sh -c 'kill -TERM $$' (dies of it)", args: ["10", "sh", "-c", "kill -TERM $$"], status: 128 + 15, sameEnd: true },
     { title: "timeout 10 sh -c 'kill -KILL $$' (dies of it)", args: ["10", "sh", "-c", "kill -KILL $$"], status: 128 + 9, sameEnd: true },
+    {
+      // SIGALRM (a timeout) once the inner CMD is up: a fixed limit could fire before a loaded machine has started corral
+      title: "timeout 60 timeout 60 sh -c 'trap \"echo inner got TERM; exit 3\" TERM; …'; SIGALRM to the outer one (nested: the inner one gets the signal and passes it on)",
+      script: "exec $X 60 $X 60 sh -c 'trap \"echo inner got TERM; exit 3\" TERM; echo up; sleep 30 & wait'",
+      send: "SIGALRM",
+      status: 124,
+      effect: (r) => expect(r.stdout).toMatch(/^up\ninner got TERM\n/)
+    },
     { title: "timeout 10 not-executable.sh", args: ["10", notExecutable], status: 126 },
     { title: "timeout 10 no-such-command", args: ["10", "corral-test-no-such-command"], status: 127 },
     {
