@@ -46,6 +46,10 @@ const bashParameters = Strict.make("bash", {
   run_in_background: Schema.optional(Schema.Boolean.annotations({
     description: "Start the command in the background and return at once with a shell id: for servers, watchers and long jobs. Read it with bash_output, stop it with kill_bash."
   })),
+  yield_ms: Schema.optional(integer(
+    `Foreground only: milliseconds to wait for the command to end. If it ends by then, the result is as without it; if not, the result gives the output so far and a shell id, and the command goes on as a background shell (read it with bash_output, stop it with kill_bash) instead of being stopped. Use it when you cannot tell how long a command takes. At most ${MAX_TIMEOUT_MS}; timeout does not apply with it.`,
+    { minimum: 1, maximum: MAX_TIMEOUT_MS }
+  )),
   description: Schema.optional(text("What the command does, in 5-10 words, for the person watching."))
 })
 
@@ -151,9 +155,14 @@ export const layer = (options: Options = {}): Layer.Layer<Tool.HandlersFor<Tools
     /** Runs a handler, then adds the notices of shells that ended, but those whose status it states. */
     const told = (handler: Effect.Effect<ToolResult, ToolError, Services>, about: (id: string) => boolean) =>
       Effect.provide(handler, context).pipe(
-        Effect.flatMap((result) => Effect.map(notices.take(about), (due) => Notices.addTo(result, due))),
+        Effect.flatMap((result) =>
+          Effect.map(notices.take((id) => about(id) || statesEnd(result, id)), (due) => Notices.addTo(result, due))
+        ),
         Effect.catchAll((error) => Effect.flatMap(notices.take(about), (due) => Effect.fail(Notices.addToError(error, due))))
       )
+    /** A bash result about a shell that has ended (it ended within yield_ms, or at once) says so itself. */
+    const statesEnd = (result: ToolResult, id: string) =>
+      result.metadata.shell_id === id && result.metadata.state !== "Running" && result.metadata.state !== "Lingering"
     const idGiven = (params: Readonly<Record<string, unknown>>) => (id: string) => id === params.shell_id || id === params.bash_id
     return toolkit.of({
       bash: (params) => told(Effect.flatMap(bashParameters.decode(params), (p) => Bash.handle(p, settings)), () => false),

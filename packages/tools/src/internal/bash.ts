@@ -3,11 +3,13 @@ import * as path from "node:path"
 import type { CommandShell } from "@corral/core/CommandShell"
 import { Limits } from "@corral/core/Limits"
 import * as DurationInput from "@corral/core/DurationInput"
+import type { ShellEvent, ShellInfo } from "@corral/core/ShellRegistry"
 import { ShellRegistry, withShell } from "@corral/core/ShellRegistry"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { Decision, PermissionGate } from "../PermissionGate.js"
 import type { BashParams } from "../ShellTools.js"
 import type { ToolResult } from "../ToolResult.js"
@@ -17,6 +19,7 @@ import { cap } from "./cap.js"
 import { toToolError } from "./errors.js"
 import * as Format from "./format.js"
 import * as Foreground from "./foreground.js"
+import { CUT_HINT } from "./foreground.js"
 import type { Settings } from "./settings.js"
 
 type Params = BashParams
@@ -45,13 +48,23 @@ const validate = (params: Params, settings: Settings) =>
         `timeout ${timeout} ms is over the maximum of ${MAX_TIMEOUT_MS} ms (10 minutes): for a longer command, set run_in_background: true and wait for it with bash_output wait_for`
       )
     }
+    const yieldMs = params.yield_ms
+    if (yieldMs !== undefined && (!Number.isInteger(yieldMs) || yieldMs < 1 || yieldMs > MAX_TIMEOUT_MS)) {
+      return yield* invalidInput(
+        `yield_ms must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${yieldMs}. It is how long to wait before the command goes on in the background.`
+      )
+    }
+    if (yieldMs !== undefined && background) {
+      return yield* invalidInput("yield_ms applies to a foreground command, and run_in_background returns at once: pass one of them")
+    }
     return {
       command: params.command,
       description: params.description,
       cwd: path.resolve(settings.cwd, params.workdir ?? "."),
       background,
       timeout,
-      timeoutIgnored: background && params.timeout !== undefined
+      yieldMs,
+      timeoutIgnored: (background || yieldMs !== undefined) && params.timeout !== undefined
     }
   })
 
@@ -161,10 +174,58 @@ const background = ({ command, cwd, description, timeoutIgnored }: Input, settin
     } satisfies ToolResult
   })
 
+/** The registry's end of shell `id`: its final info. */
+const ended = (events: Stream.Stream<ShellEvent>, id: string) =>
+  events.pipe(
+    Stream.filter((e): e is Extract<ShellEvent, { info: ShellInfo }> => (e._tag === "Exited" || e._tag === "Killed") && e.info.id === id),
+    Stream.runHead
+  )
+
+/**
+ * A foreground command that becomes a background shell if it outlives
+ * `yieldMs`: it runs as a shell from the start, so nothing is restarted and
+ * no output is lost when it goes on, and the registry's limits hold from then.
+ */
+const yielding = ({ command, cwd, description, timeoutIgnored }: Input, waitMs: number, settings: Settings) =>
+  Effect.scoped(Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    const limits = yield* Limits
+    const events = yield* registry.subscribe
+    const started = yield* registry.start({ command, cwd }, { owner: settings.owner, name: description }).pipe(
+      Effect.mapError(toToolError)
+    )
+    const id = started.id
+    const end = yield* Effect.timeoutOption(ended(events, id), Duration.millis(waitMs))
+    const read = yield* registry.output(id, { mode: Option.isSome(end) ? "new" : "all", reader: settings.reader }).pipe(Effect.mapError(toToolError))
+    const now = yield* Clock.currentTimeMillis
+    const output = cap(read.text, Option.isSome(end) ? CUT_HINT : "read it in parts with bash_output tail_lines or filter")
+    const body = read.text === "" ? "(no output)" : ensureNewline(output.text).trimEnd()
+    const dropped = read.dropped > 0 ? [Format.droppedNote(read.dropped, limits.bufferBytes, "Redirect the output to a file to keep all of it.")] : []
+    const ignored = timeoutIgnored ? ["(timeout does not apply with yield_ms and was ignored)"] : []
+    if (Option.isSome(end)) {
+      return {
+        text: [body, ...dropped, `[${Format.statusWithTime(read.info, now)}]`, ...ignored, ...shellNote(registry.shell, settings)].join("\n"),
+        metadata: { ...Format.shellMetadata(read.info, now), shell: registry.shell.path, yielded: false }
+      } satisfies ToolResult
+    }
+    return {
+      text: [
+        `Still running after ${Format.duration(waitMs)} (yield_ms): it goes on as background shell ${id} (pid ${started.pid}), under the shell limits (stopped after ${DurationInput.format(limits.lifetime)}).`,
+        ...ignored,
+        ...shellNote(registry.shell, settings),
+        read.text === "" ? "No output yet." : `Output so far:\n${body}`,
+        ...dropped,
+        Format.statusLine(read.info, now),
+        `Read what follows with bash_output {"shell_id": "${id}"} (the first read starts from the beginning), wait for its end or a line with "wait_for"; stop it with kill_bash {"shell_id": "${id}"}.`
+      ].join("\n"),
+      metadata: { ...Format.shellMetadata(read.info, now), shell: registry.shell.path, yielded: true }
+    } satisfies ToolResult
+  }))
+
 export const handle = Effect.fn("ShellTools.bash")(function*(params: Params, settings: Settings) {
   const input = yield* validate(params, settings)
   yield* permit(input.command)
-  return input.background
-    ? yield* background(input, settings)
-    : yield* foreground(input.command, input.cwd, input.timeout, settings)
+  if (input.background) return yield* background(input, settings)
+  if (input.yieldMs !== undefined) return yield* yielding(input, input.yieldMs, settings)
+  return yield* foreground(input.command, input.cwd, input.timeout, settings)
 })

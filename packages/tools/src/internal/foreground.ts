@@ -29,7 +29,7 @@ export interface Finished {
   readonly stop: StopReport
 }
 
-const CUT_HINT = "to see all of it, redirect the output to a file (cmd > out.log 2>&1) and read it with grep, head or tail"
+export const CUT_HINT = "to see all of it, redirect the output to a file (cmd > out.log 2>&1) and read it with grep, head or tail"
 
 /**
  * Follows the output from its first byte. Subscribes before reading what is
