@@ -13,17 +13,18 @@ let modules
 /** Loads corral's registry and tools (once). */
 export const loadRegistry = async () =>
   (modules ??= (async () => {
-    const [Duration, Effect, Layer, ManagedRuntime, Stream, core, PermissionGate, ShellTools] = await Promise.all([
+    const [Duration, Effect, Layer, ManagedRuntime, Scope, Stream, core, PermissionGate, ShellTools] = await Promise.all([
       import("effect/Duration"),
       import("effect/Effect"),
       import("effect/Layer"),
       import("effect/ManagedRuntime"),
+      import("effect/Scope"),
       import("effect/Stream"),
       import("@corral/core"),
       import("@corral/tools/PermissionGate"),
       import("@corral/tools/ShellTools")
     ])
-    return { Duration, Effect, Layer, ManagedRuntime, Stream, ...core, ...PermissionGate, ShellTools }
+    return { Duration, Effect, Layer, ManagedRuntime, Scope, Stream, ...core, ...PermissionGate, ShellTools }
   })())
 
 const DURATIONS = new Set(["grace", "killTimeout", "killInterval", "lifetime", "retention"])
@@ -115,13 +116,14 @@ export const drainThroughRegistry = (open) => {
  * caller gets handlers of its own owner, hence its own "new output" cursor:
  * a fresh caller's default read returns the whole buffer.
  */
-export const toolCaller = async (open, owner) => {
+export const toolCaller = async (open, owner, tool = "bash_output") => {
   const { m, runtime } = open
   const { Effect, Layer, ShellTools } = m
-  const handlers = await runtime.runPromise(Effect.scoped(Layer.build(ShellTools.layer({ owner }))))
+  // built in a scope that stays open with the runtime: the handlers subscribe to the registry's events
+  const handlers = await runtime.runPromise(Effect.flatMap(m.Scope.make(), (scope) => Layer.buildWithScope(ShellTools.layer({ owner }), scope)))
   return (params) =>
     Effect.provide(
-      Effect.flatMap(ShellTools.toolkit, (built) => built.handle("bash_output", params)),
+      Effect.flatMap(ShellTools.toolkit, (built) => built.handle(tool, params)),
       handlers
     )
 }

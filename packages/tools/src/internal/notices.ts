@@ -75,7 +75,8 @@ export const make = (owner: string, reader: string) =>
     /** The notices not yet given, except those about `told`: shells whose status the result states already. */
     const take = (told: (id: string) => boolean) =>
       Effect.gen(function*() {
-        for (const event of yield* Queue.takeAll(events)) collect(event)
+        // handlers kept past the scope they were built in have no events left to take
+        if (!(yield* Queue.isShutdown(events))) for (const event of yield* Queue.takeAll(events)) collect(event)
         const now = yield* Clock.currentTimeMillis
         const due = [...pending.values()].filter((info) => !told(info.id))
         pending.clear()
