@@ -45,12 +45,16 @@ const run = (cmd, args, cwd, timeout = 300_000) => {
 
 const describeRun = (r) => `${r.error ? `${r.error.message}\n` : ""}exit ${r.status}${r.signal ? ` (${r.signal})` : ""}\n${r.out.trim().split("\n").slice(-40).join("\n")}`
 
-/** The first ```ts block of a package's README: the example a user copies. */
-const readmeExample = (pkg) => {
+/** The ```ts blocks of a package's README: the examples a user copies. */
+const readmeExamples = (pkg) => {
   const readme = readFileSync(join(root, "packages", pkg, "README.md"), "utf8")
-  const match = /```ts\n([\s\S]*?)```/.exec(readme)
-  if (!match) throw new Error(`packages/${pkg}/README.md has no \`\`\`ts example`)
-  return match[1]
+  return [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1])
+}
+
+/** What each README example prints when it works, in order. */
+const expected = {
+  core: ['matched "ready\\n"', "started"],
+  tools: ["hello from a tool"]
 }
 
 try {
@@ -78,15 +82,18 @@ try {
   const paths = [...new Set(copies.stdout.split("\n").filter((line) => line.trim() !== "" && line !== app))]
   check(`npm ls effect: one copy (${paths.map((p) => p.slice(app.length + 1)).join(", ")})`, copies.status === 0 && paths.length === 1, describeRun(copies))
 
-  writeFileSync(join(app, "core-example.ts"), readmeExample("core"))
-  writeFileSync(join(app, "tools-example.ts"), readmeExample("tools"))
+  const examples = Object.entries(expected).flatMap(([pkg, outputs]) => {
+    const blocks = readmeExamples(pkg)
+    check(`packages/${pkg}/README.md has ${outputs.length} example(s)`, blocks.length === outputs.length, `found ${blocks.length}`)
+    return blocks.map((code, i) => ({ name: `${pkg}-example-${i + 1}`, code, output: outputs[i] ?? "" }))
+  })
+  for (const e of examples) writeFileSync(join(app, `${e.name}.ts`), e.code)
   const typecheck = run("npx", ["tsc", "-p", "."], app)
   check("tsc: the README examples typecheck against the installed .d.ts", typecheck.status === 0, describeRun(typecheck))
-
-  const core = run("node", ["out/core-example.js"], app, 60_000)
-  check("@corral/core README example: ShellRegistry through its Layer", core.status === 0 && core.stdout.includes('matched "ready\\n"'), describeRun(core))
-  const tools = run("node", ["out/tools-example.js"], app, 60_000)
-  check("@corral/tools README example: the bash tool", tools.status === 0 && tools.stdout.includes("hello from a tool"), describeRun(tools))
+  for (const e of examples) {
+    const r = run("node", [`out/${e.name}.js`], app, 60_000)
+    check(`${e.name} (README) runs and prints ${JSON.stringify(e.output)}`, r.status === 0 && r.stdout.includes(e.output), describeRun(r))
+  }
 
   const help = run("npx", ["--no-install", "corral", "run", "--help"], app, 60_000)
   check("npx corral run --help", help.status === 0 && /corral run/.test(help.out), describeRun(help))

@@ -4,6 +4,7 @@
  */
 import { spawn as spawnChild } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
+import type { Readable, Writable } from "node:stream"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -31,16 +32,32 @@ export interface SpawnSpec {
   readonly cwd?: string | undefined
   /** Added to (and overriding) the supervisor's environment. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** `false`: `env` is the whole environment, but for corral's `CORRAL_SHELL_ID` tags. Default `true`. */
+  readonly extendEnv?: boolean | undefined
   /** Tag carried as `CORRAL_SHELL_ID` by every process of the group. Generated when absent. */
   readonly shellId?: string | undefined
-  /** `pipe` (default) captures output and gives no stdin; `inherit` passes all three through. */
-  readonly stdio?: "pipe" | "inherit" | undefined
+  /**
+   * `pipe` (default) captures output into `output` and gives no stdin;
+   * `inherit` passes all three through; `[stdin, stdout, stderr]` leaves
+   * each `pipe` end on `group.stdio` for the caller to write or read, with
+   * nothing buffered (the way a `CommandExecutor` streams a process).
+   */
+  readonly stdio?: "pipe" | "inherit" | RawStdio | undefined
   /**
    * Signal numbers the command starts with ignored, as timeout(1) passes on
    * what its caller ignored. Node's spawn resets every disposition, so a
    * one-line sh sets them and execs the command.
    */
   readonly ignoredSignals?: ReadonlyArray<number> | undefined
+}
+
+export type RawStdio = readonly [stdin: "pipe" | "inherit" | "ignore", stdout: "pipe" | "inherit", stderr: "pipe" | "inherit"]
+
+/** The pipes of a group spawned with `RawStdio`; `null` where it said `inherit` or `ignore`, and always with `pipe`/`inherit`. */
+export interface Stdio {
+  readonly stdin: Writable | null
+  readonly stdout: Readable | null
+  readonly stderr: Readable | null
 }
 
 export type ExitStatus =
@@ -107,6 +124,7 @@ export interface ProcessGroup {
   readonly leaderStartTime: number | undefined
   readonly target: StopTarget
   readonly output: OutputBuffer.OutputBuffer
+  readonly stdio: Stdio
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
   readonly awaitExit: Effect.Effect<ExitStatus>
   /**
@@ -188,7 +206,7 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
     const [command, commandArgs] = typeof spec.command === "string"
       ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
       : [spec.command[0]!, spec.command.slice(1)]
-    const env = { ...process.env, ...spec.env }
+    const env = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
     const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
     if (cell.backend !== "procScan" || ignored.length > 0) {
       const missing = checkExecutable(command, env, spec.cwd)
@@ -204,7 +222,7 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
         // control groups stay findable by session id
         detached: true,
         stdio: [
-          ...(spec.stdio === "inherit" ? ["inherit", "inherit", "inherit"] as const : ["ignore", "pipe", "pipe"] as const),
+          ...(Array.isArray(spec.stdio) ? spec.stdio : spec.stdio === "inherit" ? ["inherit", "inherit", "inherit"] as const : ["ignore", "pipe", "pipe"] as const),
           // where the leader is not the command, the command's own exit status arrives on fd 3
           ...(cell.reportsExit ? ["pipe"] as const : [])
         ]
@@ -270,8 +288,11 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       })),
       Effect.zipRight(output.end)
     ))
-  child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
-  child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
+  const raw = Array.isArray(spec.stdio)
+  if (!raw) {
+    child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
+    child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
+  }
   child.stdio[3]?.on("data", (line: Buffer) => Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line.toString())))))
   child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
   // `close` waits for every holder of the pipes; only output completeness depends on it
@@ -291,6 +312,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     leaderStartTime: Option.getOrUndefined(Option.map(leader, (p) => p.startTime)),
     target: { pgid: pid, sid: pid, ...held },
     output,
+    stdio: raw ? { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr } : { stdin: null, stdout: null, stderr: null },
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
     // alone, a stop can wake on the leader's exit and the pipes closing

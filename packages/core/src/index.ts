@@ -1,5 +1,6 @@
 export * as CommandShell from "./CommandShell.js"
 export * from "./Containment.js"
+export * as CorralCommandExecutor from "./CorralCommandExecutor.js"
 export * as DurationInput from "./DurationInput.js"
 export * as GroupStop from "./GroupStop.js"
 export * from "./Limits.js"
