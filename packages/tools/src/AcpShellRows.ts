@@ -28,6 +28,10 @@ import * as Format from "./internal/format.js"
 
 export type ToolCallStatus = "pending" | "in_progress" | "completed" | "failed"
 
+// The shapes are the Agent Client Protocol SDK's (test/AcpShellRows.sdk.test.ts
+// checks them against @agentclientprotocol/sdk): its arrays are mutable, so
+// ours are too, or a row would not be assignable to the SDK's SessionUpdate.
+
 export interface ToolCallContent {
   readonly type: "content"
   readonly content: { readonly type: "text"; readonly text: string }
@@ -39,7 +43,7 @@ export interface ToolCall {
   readonly title: string
   readonly kind: "execute"
   readonly status: ToolCallStatus
-  readonly content: ReadonlyArray<ToolCallContent>
+  readonly content: Array<ToolCallContent>
   readonly rawInput: { readonly command: string; readonly cwd: string }
 }
 
@@ -48,7 +52,7 @@ export interface ToolCallUpdate {
   readonly toolCallId: string
   readonly status?: ToolCallStatus
   /** Replaces the row's content. */
-  readonly content?: ReadonlyArray<ToolCallContent>
+  readonly content?: Array<ToolCallContent>
   readonly rawOutput?: { readonly status: string; readonly exitCode?: number; readonly signal?: string }
 }
 
@@ -69,7 +73,7 @@ export const statusOf = (status: ShellStatus): ToolCallStatus => {
   }
 }
 
-const textContent = (text: string): ReadonlyArray<ToolCallContent> =>
+const textContent = (text: string): Array<ToolCallContent> =>
   text === "" ? [] : [{ type: "content", content: { type: "text", text } }]
 
 export const started = (info: ShellInfo, output = ""): ToolCall => ({
