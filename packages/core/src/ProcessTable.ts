@@ -28,7 +28,7 @@ export interface ProcessInfo {
 /** A signal by name, or by number where Node has no name for it (real-time signals, or 0 to probe). */
 export type Signal = NodeJS.Signals | number
 
-const ownProc = () =>
+const ownProc = (signal: ProcessTable["Type"]["signal"]) =>
   ProcessTable.of({
     scan: Effect.sync(ProcLinux.scan),
     lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
@@ -38,11 +38,11 @@ const ownProc = () =>
     pidNamespaceOf: (pid, forChildren) =>
       Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf(pid === process.pid ? "self" : pid, forChildren))),
     now: Effect.sync(ProcLinux.now),
-    signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+    signal
   })
 
 /** The per-process files of our `pid`, read at its entry in another namespace's `/proc`. */
-const foreignProc = (proc: ReturnType<typeof ProcForeign.make>) => {
+const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, signal: ProcessTable["Type"]["signal"]) => {
   const at = <A>(pid: number, read: (entry: number) => A | undefined) =>
     Effect.sync(() => {
       const entry = proc.procEntry(pid)
@@ -58,7 +58,7 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>) => {
         ? Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf("self", forChildren)))
         : Effect.map(at(pid, (entry) => ProcLinux.pidNamespaceOf(entry, forChildren)), Option.fromNullable),
     now: Effect.sync(ProcLinux.now),
-    signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+    signal
   })
 }
 
@@ -94,7 +94,8 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
    */
   static readonly layerLinux: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () => {
     const level = ProcForeign.ourLevel()
-    return level === undefined ? ownProc() : foreignProc(ProcForeign.make(level))
+    const signal = signaller(readOwnGroup())
+    return level === undefined ? ownProc(signal) : foreignProc(ProcForeign.make(level), signal)
   })
 
   /** Uses `ps(1)`, for systems without `/proc`. Threads are not visible and count as 1. */
@@ -106,7 +107,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
       uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.uidOf(pid))),
       pidNamespaceOf: () => Effect.succeed(Option.none()),
       now: Effect.sync(ProcPs.now),
-      signal: (target, signal) => Effect.sync(() => sendSignal(target, signal))
+      signal: signaller(readOwnGroup())
     }))
 
   /** `/proc` where it exists, `ps` elsewhere. */
@@ -173,15 +174,19 @@ export const sessionMembers = (table: ReadonlyArray<ProcessInfo>, sid: number) =
 
 export { isGone }
 
-const ownGroup = (() => {
+/** Our own process group, read once when a table layer is built: never signalled. */
+const readOwnGroup = (): number | undefined => {
   try {
     return ProcLinux.available() ? ProcLinux.read(process.pid)?.pgid : undefined
   } catch {
     return undefined
   }
-})()
+}
 
-const sendSignal = (target: number, signal: Signal): boolean => {
+const signaller = (ownGroup: number | undefined) => (target: number, signal: Signal) =>
+  Effect.sync(() => sendSignal(ownGroup, target, signal))
+
+const sendSignal = (ownGroup: number | undefined, target: number, signal: Signal): boolean => {
   if (!Number.isSafeInteger(target) || Math.abs(target) <= 1) return false
   if (target === process.pid || target === -process.pid || (ownGroup !== undefined && target === -ownGroup)) {
     return false

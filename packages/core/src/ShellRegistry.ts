@@ -31,6 +31,7 @@ import { Containment } from "./Containment.js"
 import { ProcessTable } from "./ProcessTable.js"
 import * as StateDir from "./StateDir.js"
 import * as Watcher from "./Watcher.js"
+import * as RegistryJournal from "./internal/registryJournal.js"
 import * as ShellOutput from "./internal/shellOutput.js"
 
 /** Who ended a shell that corral stopped. */
@@ -267,10 +268,6 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     onNone: () => context,
     onSome: (w) => Context.add(context, Watcher.Watcher, w)
   })
-  const journalLock = yield* Effect.makeSemaphore(1)
-  // a journal that cannot be written is said once, not at every change, until it can again
-  let journalFailing = false
-
   const infoOf = (shell: Shell) =>
     Effect.map(Effect.all([Ref.get(shell.status), Ref.get(shell.endedAt)]), ([status, endedAt]): ShellInfo => ({
       ...shell.base,
@@ -278,26 +275,17 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       endedAt
     }))
 
-  const writeJournal = journalLock.withPermits(1)(Effect.gen(function*() {
-    // the shutdown removes the journal once it is done, not once per shell
-    if (!journalled || closing) return
-    const live = yield* Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), isActive))
-    const written = yield* Effect.either(Journal.write(stateDir, { version: Journal.version, supervisor, shells: live.map(journalShell) }))
-    if (written._tag === "Left" && !journalFailing) {
-      yield* Effect.logWarning(`${written.left.message}; if corral and its watcher are both killed, these shells keep running`)
-    }
-    journalFailing = written._tag === "Left"
-  }))
-
-  // One fiber rewrites the journal after changes, off the callers' path: a
-  // burst of starts or ends is one write. Until it has, a shell just started
-  // is known to the watcher (told before the spawn), which stops it if this
-  // process dies; see ADR 0013 for the window where both die.
-  const journalDirty = yield* Queue.sliding<void>(1)
-  const journalWriter = yield* Effect.forkScoped(
-    Effect.forever(Queue.take(journalDirty).pipe(Effect.zipRight(Effect.yieldNow()), Effect.zipRight(writeJournal)))
-  )
-  const journalChanged = journalled ? Effect.asVoid(Queue.offer(journalDirty, undefined)) : Effect.void
+  const journal = journalled
+    ? yield* RegistryJournal.make({
+      stateDir,
+      supervisor: () => supervisor,
+      // the shutdown removes the journal once it is done, not once per shell
+      live: Effect.suspend(() => Effect.filter(shells.values(), (s) => Effect.map(Ref.get(s.status), isActive))).pipe(
+        Effect.map((live) => live.map(journalShell))
+      )
+    })
+    : RegistryJournal.disabled
+  const journalChanged = journal.changed
 
   const lookup = (id: string) =>
     Effect.suspend(() => {
@@ -475,15 +463,15 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   // them, then one settling, one journal removal and one watcher write.
   const shutdown = gate.withPermits(startPermits)(Effect.gen(function*() {
     closing = true
+    yield* journal.stopWriting
     // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
     yield* Fiber.interruptAll(Array.from(lifecycles, ([, fiber]) => fiber))
-    yield* Fiber.interrupt(journalWriter)
     const all = [...shells.values()]
     yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
     const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
     yield* settleAll(all.map((shell, i) => [shell, reports[i]!] as const))
     yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
-    if (journalled) yield* Journal.remove(stateDir, Journal.nameOf(supervisor))
+    yield* journal.remove
   })).pipe(Effect.provide(context))
 
   yield* Effect.addFinalizer(() => shutdown)
@@ -522,7 +510,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     rename: (name) =>
       Effect.suspend(() => {
         supervisor = { ...supervisor, name: supervisorName(name) }
-        return writeJournal
+        return journal.writeNow
       }),
     stateDir
   })
