@@ -142,7 +142,7 @@ describe("state directory", () => {
           expect(modeOf(stateDir)).toBe(0o700)
           const shell = yield* registry.start({ command: ["sleep", "300"] }, { owner })
           expect(modeOf(Journal.directory(stateDir))).toBe(0o700)
-          // written just after the start returns, off its path (ADR 0017)
+          // written just after the start returns, off its path (ADR 0018)
           yield* eventually("the journal to list the shell", Effect.sync(() => (fs.existsSync(file) && readJournal(stateDir, process.pid).shells.length === 1) || undefined))
           expect(modeOf(file)).toBe(0o600)
           expect(readJournal(stateDir, process.pid)).toMatchObject({

@@ -1,7 +1,7 @@
 /**
  * A registry's journal writer: one fiber rewrites the journal after changes,
  * off the callers' path, so a burst of starts or ends is one write; the
- * shutdown stops it and removes the journal once. See ADR 0017 for what a
+ * shutdown stops it and removes the journal once. See ADR 0018 for what a
  * crash before a write means.
  */
 import * as Effect from "effect/Effect"
