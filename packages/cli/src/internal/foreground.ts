@@ -30,9 +30,9 @@ import * as Signals from "./signals.js"
  */
 const passedOn = Signals.forwarded.filter((s) => s !== "SIGWINCH")
 
-const say = (args: RunArgs, message: string) => Effect.sync(() => args.verbose && printError(message))
+const say = (args: RunArgs, message: string) => (args.verbose ? Effect.sync(() => printError(message)) : Effect.void)
 
-/** `file args` with `signals` ignored: Node's spawn resets them, a one-line sh sets them again and execs. */
+/** `file args` with `signals` ignored: Node's spawn resets them, a one-line sh sets them again and execs (as ProcessGroup does). */
 const ignoring = (signals: ReadonlyArray<number>, file: string, args: ReadonlyArray<string>): readonly [string, ReadonlyArray<string>] =>
   signals.length === 0 ? [file, args] : ["/bin/sh", ["-c", `trap '' ${signals.join(" ")}; exec "$@"`, "sh", file, ...args]]
 
