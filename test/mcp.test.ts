@@ -53,7 +53,7 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
     Effect.gen(function*() {
       const server = yield* mcpServer()
       const { tools } = yield* Effect.promise(() => server.client.listTools())
-      expect(tools.map((t) => t.name)).toEqual(["bash", "bash_output", "kill_bash", "list_shells"])
+      expect(tools.map((t) => t.name)).toEqual(["bash", "bash_output", "kill_bash", "list_shells", "write_stdin"])
       const byName = Object.fromEntries(tools.map((t) => [t.name, t]))
       expect(byName.bash!.inputSchema).toMatchObject({
         type: "object",

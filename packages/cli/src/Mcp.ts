@@ -40,10 +40,10 @@ export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D]
                   [--shell PATH] [--name NAME]
 
 Serves background shells to an AI agent over the Model Context Protocol
-(MCP) on stdin and stdout, with four tools: bash (foreground, or
+(MCP) on stdin and stdout, with five tools: bash (foreground, yield_ms, or
 run_in_background), bash_output (new output, tail, filter, wait_for),
-kill_bash and list_shells. Every command runs in a process group of its own,
-and stopping one stops everything it started.
+kill_bash, list_shells and write_stdin. Every command runs in a process
+group of its own, and stopping one stops everything it started.
 
 When stdin closes, or on SIGINT, SIGTERM or SIGHUP, corral stops every shell
 before it exits. If corral itself is killed (SIGKILL), its watcher process

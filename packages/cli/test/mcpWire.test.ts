@@ -11,7 +11,7 @@ import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
 import * as McpWire from "../src/internal/mcpWire.js"
 
-const tools = ["bash", "bash_output", "kill_bash", "list_shells"]
+const tools = ["bash", "bash_output", "kill_bash", "list_shells", "write_stdin"]
 
 const parse = (lines: ReadonlyArray<string>) => lines.map((line) => JSON.parse(line))
 
@@ -61,14 +61,14 @@ describe("McpWire.screen", () => {
     expect(answered(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope","arguments":{}}}`)).toEqual({
       jsonrpc: "2.0",
       id: 2,
-      error: { code: -32602, message: `unknown tool "nope": this server has bash, bash_output, kill_bash and list_shells; tools/list describes them` }
+      error: { code: -32602, message: `unknown tool "nope": this server has bash, bash_output, kill_bash, list_shells and write_stdin; tools/list describes them` }
     })
     expect(answered(`{"jsonrpc":"2.0","id":3,"method":"tools/call"}`).error).toEqual({
       code: -32602,
       message: `tools/call needs params: the tool's name and its arguments, like {"name": "list_shells", "arguments": {}}`
     })
     expect(answered(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"arguments":{}}}`).error.message).toBe(
-      `tools/call needs "name", the tool to call (one of bash, bash_output, kill_bash and list_shells); got undefined`
+      `tools/call needs "name", the tool to call (one of bash, bash_output, kill_bash, list_shells and write_stdin); got undefined`
     )
     expect(answered(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":"ls"}}`).error.message).toBe(
       "the arguments of bash must be an object of its parameters (tools/list gives its input schema); got a string"

@@ -43,6 +43,8 @@ export interface SpawnSpec {
    * nothing buffered (the way a `CommandExecutor` streams a process).
    */
   readonly stdio?: "pipe" | "inherit" | RawStdio | undefined
+  /** With `stdio: "pipe"`: `pipe` keeps stdin open for `writeStdin`; default `ignore` (reads get end of file). */
+  readonly stdin?: "ignore" | "pipe" | undefined
   /**
    * Signal numbers the command starts with ignored, as timeout(1) passes on
    * what its caller ignored. Node's spawn resets every disposition, so a
@@ -127,6 +129,11 @@ export interface ProcessGroup {
   readonly stdio: Stdio
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
   readonly awaitExit: Effect.Effect<ExitStatus>
+  /**
+   * Writes to the leader's stdin, or closes it with `eof`; false when there is
+   * none to write to (spawned without `stdin: "pipe"`, or closed already).
+   */
+  readonly writeStdin: (input: { readonly text?: string | undefined; readonly eof?: boolean | undefined }) => Effect.Effect<boolean>
   /**
    * Stops the group; concurrent and repeated calls share the first stop's
    * report. Once begun, a stop runs to its end even if every caller is
@@ -222,7 +229,11 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
         // control groups stay findable by session id
         detached: true,
         stdio: [
-          ...(Array.isArray(spec.stdio) ? spec.stdio : spec.stdio === "inherit" ? ["inherit", "inherit", "inherit"] as const : ["ignore", "pipe", "pipe"] as const),
+          ...(Array.isArray(spec.stdio)
+            ? spec.stdio
+            : spec.stdio === "inherit"
+            ? ["inherit", "inherit", "inherit"] as const
+            : [spec.stdin === "pipe" ? "pipe" : "ignore", "pipe", "pipe"] as const),
           // where the leader is not the command, the command's own exit status arrives on fd 3
           ...(cell.reportsExit ? ["pipe"] as const : [])
         ]
@@ -315,6 +326,19 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     stdio: raw ? { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr } : { stdin: null, stdout: null, stderr: null },
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
+    writeStdin: ({ eof, text }) =>
+      Effect.async<boolean>((resume) => {
+        const stdin = child.stdin
+        if (stdin === null || !stdin.writable) return resume(Effect.succeed(false))
+        // a reader that is gone (EPIPE) is the shell's business, not the writer's
+        stdin.once("error", () => undefined)
+        const done = () => {
+          if (eof === true) stdin.end(() => resume(Effect.succeed(true)))
+          else resume(Effect.succeed(true))
+        }
+        if (text === undefined || text === "") done()
+        else stdin.write(text, done)
+      }),
     // alone, a stop can wake on the leader's exit and the pipes closing
     stop: (options) =>
       stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(

@@ -131,6 +131,12 @@ export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string
 export { InvalidOption, InvalidPattern, MAX_PATTERN_CHARS } from "./internal/shellOutput.js"
 import type { InvalidOption, InvalidPattern } from "./internal/shellOutput.js"
 
+export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string }> {
+  override get message() {
+    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe"), or its stdin was closed`
+  }
+}
+
 export class RegistryClosed extends Data.TaggedError("RegistryClosed")<{}> {
   override get message() {
     return "the shell registry is shutting down: no new shell can start"
@@ -168,6 +174,14 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
   readonly start: (spec: SpawnSpec, options: StartOptions) => Effect.Effect<ShellInfo, StartError>
   readonly output: (id: string, options?: OutputOptions) => Effect.Effect<OutputResult, UnknownShell | InvalidPattern | InvalidOption>
   readonly kill: (id: string, options: { readonly owner: string }) => Effect.Effect<StopReport, UnknownShell | NotOwner>
+  /** Writes to the shell's stdin, or closes it with `eof`; only its owner may. */
+  readonly write: (
+    id: string,
+    input: { readonly text?: string | undefined; readonly eof?: boolean | undefined },
+    options: { readonly owner: string }
+  ) => Effect.Effect<void, UnknownShell | NotOwner | NoStdin>
+  /** Sends `signal` to the shell's whole process group (Ctrl-C is SIGINT); only its owner may. */
+  readonly signal: (id: string, signal: NodeJS.Signals, options: { readonly owner: string }) => Effect.Effect<void, UnknownShell | NotOwner>
   /** Lines kept that `reader` has not read yet in `new` mode; reads nothing for it. */
   readonly unread: (id: string, reader: string) => Effect.Effect<number, UnknownShell>
   readonly info: (id: string) => Effect.Effect<ShellInfo, UnknownShell>
@@ -450,11 +464,32 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     })))
   }, Effect.provide(spawnContext))
 
+  const owned = (id: string, caller: string) =>
+    Effect.flatMap(lookup(id), (shell) =>
+      shell.base.owner === caller ? Effect.succeed(shell) : Effect.fail(new NotOwner({ id, owner: shell.base.owner, caller })))
+
+  const write = Effect.fn("ShellRegistry.write")(function*(
+    id: string,
+    input: { readonly text?: string | undefined; readonly eof?: boolean | undefined },
+    writeOptions: { readonly owner: string }
+  ) {
+    const shell = yield* owned(id, writeOptions.owner)
+    if (!(yield* shell.group.writeStdin(input))) return yield* new NoStdin({ id })
+  })
+
+  const signal = Effect.fn("ShellRegistry.signal")(function*(id: string, name: NodeJS.Signals, signalOptions: { readonly owner: string }) {
+    const shell = yield* owned(id, signalOptions.owner)
+    if (!isActive(yield* Ref.get(shell.status))) return
+    // the group may have emptied since: nothing left to signal is no failure
+    yield* Effect.sync(() => {
+      try {
+        process.kill(-shell.group.pid, name)
+      } catch {}
+    })
+  })
+
   const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {
-    const shell = yield* lookup(id)
-    if (shell.base.owner !== killOptions.owner) {
-      return yield* new NotOwner({ id, owner: shell.base.owner, caller: killOptions.owner })
-    }
+    const shell = yield* owned(id, killOptions.owner)
     yield* markStopping(shell, "request")
     return yield* stop(shell)
   })
@@ -487,6 +522,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
           settled: Deferred.await(shell.settled)
         }, outputOptions)),
     kill,
+    write,
+    signal,
     unread: (id, reader) =>
       Effect.flatMap(lookup(id), (shell) =>
         Effect.map(shell.group.output.readSince(shell.cursors.get(reader) ?? 0), ({ text }) => ShellOutput.lineCount(text))),

@@ -15,13 +15,22 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Bash from "./internal/bash.js"
-import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_TIMEOUT_MS, MAX_WAIT_MS } from "./internal/bounds.js"
+import {
+  DEFAULT_INPUT_WAIT_MS,
+  DEFAULT_TIMEOUT_MS,
+  DEFAULT_WAIT_MS,
+  MAX_INPUT_WAIT_MS,
+  MAX_TAIL_LINES,
+  MAX_TIMEOUT_MS,
+  MAX_WAIT_MS
+} from "./internal/bounds.js"
 import * as BashOutput from "./internal/bashOutput.js"
 import * as KillBash from "./internal/killBash.js"
 import * as ListShells from "./internal/listShells.js"
 import * as Notices from "./internal/notices.js"
 import * as Settings from "./internal/settings.js"
 import * as Strict from "./internal/strict.js"
+import * as WriteStdin from "./internal/writeStdin.js"
 import type { PermissionGate } from "./PermissionGate.js"
 import * as ToolDefinition from "./ToolDefinition.js"
 import { ToolError, ToolResult } from "./ToolResult.js"
@@ -119,6 +128,31 @@ export const KillBashTool = Tool.make("kill_bash", {
   .annotate(Tool.Idempotent, true)
   .annotate(Tool.OpenWorld, false)
 
+const writeStdinParameters = Strict.make("write_stdin", {
+  shell_id: text("The id bash returned for the background shell, such as s1."),
+  text: Schema.optional(text(
+    `What to write, such as "yes\n" (add the newline to send a line). Alone, a control key acts as at a terminal: "\u0003" (Ctrl-C) sends SIGINT to the shell's processes, "\u001c" (Ctrl-\\) SIGQUIT, "\u001a" (Ctrl-Z) SIGTSTP, "\u0004" (Ctrl-D) closes stdin.`
+  )),
+  eof: Schema.optional(Schema.Boolean.annotations({ description: "Close stdin after the text (end of file), for programs that read until it." })),
+  wait_ms: Schema.optional(integer(
+    `Milliseconds to wait for what the shell prints in answer. Default ${DEFAULT_INPUT_WAIT_MS}, at most ${MAX_INPUT_WAIT_MS}; to wait for a particular line, use bash_output wait_for.`,
+    { minimum: 0, maximum: MAX_INPUT_WAIT_MS }
+  ))
+})
+
+export type WriteStdinParams = Strict.Params<typeof writeStdinParameters>
+
+export const WriteStdinTool = Tool.make("write_stdin", {
+  description: `Writes to a background shell's stdin (a REPL, a prompt that asks "Proceed? (y/N)", a program reading input), or sends it a control key, then returns what it printed within wait_ms. Background shells started by bash keep stdin open for this. The shell has a pipe, not a terminal: a control key alone acts as a terminal would make it act ("\u0003" is Ctrl-C: SIGINT to its processes; "\u0004" closes stdin). Only the shells you started.`,
+  success: ToolResult,
+  failure: ToolError,
+  failureMode: "return"
+}).setParameters(writeStdinParameters.parameters)
+  .annotate(Tool.Title, "Write to a background shell's stdin")
+  .annotate(Tool.Destructive, false)
+  .annotate(Tool.Idempotent, false)
+  .annotate(Tool.OpenWorld, false)
+
 const listShellsParameters = Strict.make("list_shells", {})
 
 export const ListShellsTool = Tool.make("list_shells", {
@@ -133,7 +167,7 @@ export const ListShellsTool = Tool.make("list_shells", {
   .annotate(Tool.Destructive, false)
   .annotate(Tool.OpenWorld, false)
 
-export const toolkit = Toolkit.make(BashTool, BashOutputTool, KillBashTool, ListShellsTool)
+export const toolkit = Toolkit.make(BashTool, BashOutputTool, KillBashTool, ListShellsTool, WriteStdinTool)
 
 export type Tools = Toolkit.Tools<typeof toolkit>
 
@@ -169,6 +203,8 @@ export const layer = (options: Options = {}): Layer.Layer<Tool.HandlersFor<Tools
       bash_output: (params) =>
         told(Effect.flatMap(bashOutputParameters.decode(params), (p) => BashOutput.handle(p, settings)), idGiven(params)),
       kill_bash: (params) => told(Effect.flatMap(killBashParameters.decode(params), (p) => KillBash.handle(p, settings)), idGiven(params)),
+      write_stdin: (params) =>
+        told(Effect.flatMap(writeStdinParameters.decode(params), (p) => WriteStdin.handle(p, settings)), idGiven(params)),
       // the list states every shell's status
       list_shells: (params) => told(Effect.flatMap(listShellsParameters.decode(params), () => ListShells.handle(settings)), () => true)
     })

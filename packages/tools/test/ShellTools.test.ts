@@ -248,7 +248,7 @@ describe.skipIf(!inPidNamespace)("ShellTools over real processes (stopping group
 describe("toolDefinitions", () => {
   it("gives each tool a name, a description and draft-07 object parameters", () => {
     const definitions = ShellTools.toolDefinitions()
-    expect(definitions.map((d) => d.name)).toEqual(["bash", "bash_output", "kill_bash", "list_shells"])
+    expect(definitions.map((d) => d.name)).toEqual(["bash", "bash_output", "kill_bash", "list_shells", "write_stdin"])
     for (const d of definitions) {
       expect(d.description.length).toBeGreaterThan(80)
       expect(d.parameters).toMatchObject({ type: "object", additionalProperties: false })

@@ -149,7 +149,8 @@ const background = ({ command, cwd, description, timeoutIgnored }: Input, settin
     const registry = yield* ShellRegistry
     const limits = yield* Limits
     // the description names the shell where people look: `corral ls`, a host's panel
-    const started = yield* registry.start({ command, cwd }, { owner: settings.owner, name: description }).pipe(
+    // stdin stays open, for write_stdin
+    const started = yield* registry.start({ command, cwd, stdin: "pipe" }, { owner: settings.owner, name: description }).pipe(
       Effect.mapError(toToolError)
     )
     yield* Effect.sleep(Duration.millis(FIRST_OUTPUT_MS))
@@ -191,7 +192,7 @@ const yielding = ({ command, cwd, description, timeoutIgnored }: Input, waitMs: 
     const registry = yield* ShellRegistry
     const limits = yield* Limits
     const events = yield* registry.subscribe
-    const started = yield* registry.start({ command, cwd }, { owner: settings.owner, name: description }).pipe(
+    const started = yield* registry.start({ command, cwd, stdin: "pipe" }, { owner: settings.owner, name: description }).pipe(
       Effect.mapError(toToolError)
     )
     const id = started.id

@@ -1,10 +1,10 @@
 /** Registry and spawn errors as tool errors that tell the model what to do next. */
 import type { ProcessGroupError } from "@corral/core/ProcessGroup"
-import type { InvalidOption, InvalidPattern, NotOwner, StartError, UnknownShell } from "@corral/core/ShellRegistry"
+import type { InvalidOption, InvalidPattern, NoStdin, NotOwner, StartError, UnknownShell } from "@corral/core/ShellRegistry"
 import { MAX_PATTERN_CHARS } from "@corral/core/ShellRegistry"
 import { ToolError } from "../ToolResult.js"
 
-export type RegistryError = StartError | ProcessGroupError | UnknownShell | NotOwner | InvalidPattern | InvalidOption
+export type RegistryError = StartError | ProcessGroupError | UnknownShell | NotOwner | InvalidPattern | InvalidOption | NoStdin
 
 /** A value the caller gave, quoted and cut to one short line for an error message. */
 export const shown = (value: string): string => JSON.stringify(value.length <= 80 ? value : `${value.slice(0, 79)}…`)
@@ -49,6 +49,11 @@ export const toToolError = (error: RegistryError): ToolError => {
       return new ToolError({ reason: "ShuttingDown", message: "the server is shutting down and starts no new shell" })
     case "UnknownShell":
       return new ToolError({ reason: "UnknownShell", message: `${error.message} list_shells shows the shells there are.` })
+    case "NoStdin":
+      return new ToolError({
+        reason: "InvalidInput",
+        message: `shell ${error.id} takes no more input: its stdin was closed (eof), or it was not started by bash in the background. Start the command again with run_in_background: true to write to it.`
+      })
     case "NotOwner":
       return new ToolError({ reason: "NotOwner", message: `${error.message}; you can only stop the shells you started.` })
   }

@@ -1,0 +1,73 @@
+/**
+ * The `write_stdin` tool: text to a background shell's stdin, or a control
+ * key as a terminal would deliver it (the shell has a pipe, not a terminal:
+ * Ctrl-C becomes SIGINT to its group, Ctrl-D closes stdin), then what the
+ * shell printed within a short wait.
+ */
+import { ShellRegistry } from "@corral/core/ShellRegistry"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { WriteStdinParams } from "../ShellTools.js"
+import type { ToolResult } from "../ToolResult.js"
+import { invalidInput } from "../ToolResult.js"
+import { DEFAULT_INPUT_WAIT_MS, MAX_INPUT_WAIT_MS } from "./bounds.js"
+import { cap } from "./cap.js"
+import { toToolError } from "./errors.js"
+import * as Format from "./format.js"
+import type { Settings } from "./settings.js"
+
+/** Control keys sent alone, as a terminal's line discipline turns them into signals. */
+const signalKeys: Readonly<Record<string, { readonly signal: NodeJS.Signals; readonly key: string }>> = {
+  "\u0003": { signal: "SIGINT", key: "Ctrl-C" },
+  "\u001c": { signal: "SIGQUIT", key: "Ctrl-\\" },
+  "\u001a": { signal: "SIGTSTP", key: "Ctrl-Z" }
+}
+
+const validate = (params: WriteStdinParams) =>
+  Effect.gen(function*() {
+    if (params.shell_id.trim() === "") {
+      return yield* invalidInput("shell_id is empty: pass the id bash returned when it started the background shell (list_shells shows them)")
+    }
+    if ((params.text === undefined || params.text === "") && params.eof !== true) {
+      return yield* invalidInput(`give text to write (such as "yes\\n", or "\\u0003" for Ctrl-C), or eof: true to close stdin`)
+    }
+    const waitMs = params.wait_ms ?? DEFAULT_INPUT_WAIT_MS
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_INPUT_WAIT_MS) {
+      return yield* invalidInput(
+        `wait_ms must be a whole number of milliseconds from 0 to ${MAX_INPUT_WAIT_MS}; got ${params.wait_ms}. To wait longer for a line, use bash_output wait_for.`
+      )
+    }
+    return waitMs
+  })
+
+export const handle = Effect.fn("ShellTools.write_stdin")(function*(params: WriteStdinParams, settings: Settings) {
+  const waitMs = yield* validate(params)
+  const registry = yield* ShellRegistry
+  const owner = { owner: settings.owner }
+  const id = params.shell_id
+  const control = params.text === undefined ? undefined : signalKeys[params.text]
+  const eof = params.eof === true || params.text === "\u0004"
+  let did: string
+  if (control !== undefined) {
+    yield* registry.signal(id, control.signal, owner).pipe(Effect.mapError(toToolError))
+    did = `sent ${control.signal} to shell ${id}'s process group (${control.key})`
+  } else {
+    const text = params.text === "\u0004" ? undefined : params.text
+    yield* registry.write(id, { text, eof }, owner).pipe(Effect.mapError(toToolError))
+    const wrote = text === undefined || text === "" ? [] : [`wrote ${Format.count(text.length, "character", "characters")} to shell ${id}'s stdin`]
+    did = [...wrote, ...(eof ? [`closed shell ${id}'s stdin (end of file)`] : [])].join(", then ")
+  }
+  yield* Effect.sleep(Duration.millis(waitMs))
+  const read = yield* registry.output(id, { mode: "new", reader: settings.reader }).pipe(Effect.mapError(toToolError))
+  const now = yield* Clock.currentTimeMillis
+  const output = cap(read.text, "read it in parts with bash_output tail_lines or filter")
+  return {
+    text: [
+      `[${did}]`,
+      read.text === "" ? `(no new output within ${Format.duration(waitMs)})` : output.text.replace(/\n$/, ""),
+      Format.statusLine(read.info, now)
+    ].join("\n"),
+    metadata: { ...Format.shellMetadata(read.info, now), output_chars: output.total, cut_chars: output.cut }
+  } satisfies ToolResult
+})
