@@ -2,12 +2,9 @@
  * `write_stdin`: input to a background shell, control keys as a terminal
  * would deliver them, and what the shell printed in answer.
  */
-import { spawnSync } from "node:child_process"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { call, inPidNamespace, okText, withTools } from "./helpers.js"
-
-const hasPython = spawnSync("python3", ["-c", "pass"]).status === 0
 
 describe.skipIf(!inPidNamespace)("write_stdin (needs the PID namespace of npm test)", () => {
   it.live("writes a line and returns what the shell printed in answer", () =>
@@ -25,16 +22,6 @@ describe.skipIf(!inPidNamespace)("write_stdin (needs the PID namespace of npm te
         reason: "InvalidInput",
         text: expect.stringMatching(/^shell s1 takes no more input: its stdin was closed/)
       })
-    })))
-
-  it.live.skipIf(!hasPython)("drives a Python REPL", () =>
-    withTools(Effect.gen(function*() {
-      yield* call("bash", { command: "python3 -i -q", run_in_background: true })
-      const answer = okText(yield* call("write_stdin", { shell_id: "s1", text: "print(6 * 7)\n", wait_ms: 3000 }))
-      expect(answer).toContain("42")
-      okText(yield* call("write_stdin", { shell_id: "s1", text: "\u0004", wait_ms: 0 }))
-      const end = okText(yield* call("bash_output", { shell_id: "s1", wait_for: "never", wait_timeout: 10_000 }))
-      expect(end).toContain("[status: exited with code 0")
     })))
 
   it.live("Ctrl-C alone is SIGINT to the shell's processes", () =>
