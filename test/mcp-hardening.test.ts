@@ -56,7 +56,7 @@ describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace 
       server.send(`{"jsonrpc":"2.0","id":"m","method":"no/such/method"}\n`)
       server.send(`null\n[]\n{"jsonrpc":"2.0","method":"@effect/rpc/Interrupt","params":{"requestId":"abc"}}\n`)
       server.send(`{"jsonrpc":"2.0","id":"t","method":"tools/call","params":{"name":"rm_rf","arguments":{}}}\n`)
-      expect(((yield* server.message(byId("abc"))).result as { tools: Array<unknown> }).tools).toHaveLength(4)
+      expect(((yield* server.message(byId("abc"))).result as { tools: Array<unknown> }).tools).toHaveLength(5)
       expect(yield* server.message(byId(2.5))).toEqual({ jsonrpc: "2.0", id: 2.5, result: {} })
       expect(yield* server.message(byId("m"))).toMatchObject({ error: { code: -32601, message: expect.stringMatching(/^unknown method "no\/such\/method"/) } })
       expect(yield* server.message(byId("t"))).toMatchObject({ error: { code: -32602, message: expect.stringMatching(/^unknown tool "rm_rf": this server has bash, /) } })
