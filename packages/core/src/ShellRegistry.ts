@@ -252,6 +252,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const startPermits = limits.maxShells * 4
   const gate = yield* Effect.makeSemaphore(startPermits)
   let closing = false
+  // a lifecycle past its shell's stop waits out the retention, or the shutdown, whichever comes first
+  const shuttingDown = yield* Deferred.make<void>()
   let counter = 0
   // ids of starts admitted under the cap and not yet registered: they count
   // against it from before their spawn, so concurrent starts cannot all pass
@@ -408,8 +410,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       if (!ended) yield* markStopping(shell, "lifetime")
       // begun, the end runs through: the shutdown interrupts lifecycles and waits for them
       yield* Effect.uninterruptible(Effect.zipRight(stop(shell), Scope.close(shell.scope, Exit.void)))
-      yield* Effect.sleep(limits.retention)
-      yield* dropped(shell)
+      const retained = yield* Effect.raceFirst(Effect.as(Effect.sleep(limits.retention), true), Effect.as(Deferred.await(shuttingDown), false))
+      if (retained) yield* dropped(shell)
     })
 
   /** A new shell's id and its slot under the cap, held until the start registered it or failed. */
@@ -459,7 +461,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* PubSub.publish(hub, { _tag: "Started", info })
       shells.set(id, shell)
       yield* journalChanged
-      yield* FiberMap.run(lifecycles, id, lifecycle(shell))
+      // forked from an uninterruptible start: it would inherit that, and the shutdown's interrupt would wait out its retention
+      yield* FiberMap.run(lifecycles, id, Effect.interruptible(lifecycle(shell)))
       return info
     })))
   }, Effect.provide(spawnContext))
@@ -498,6 +501,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   // them, then one settling, one journal removal and one watcher write.
   const shutdown = gate.withPermits(startPermits)(Effect.gen(function*() {
     closing = true
+    yield* Deferred.succeed(shuttingDown, undefined)
     yield* journal.stopWriting
     // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
     yield* Fiber.interruptAll(Array.from(lifecycles, ([, fiber]) => fiber))
