@@ -327,9 +327,7 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
     Effect.gen(function*() {
       const token = newToken()
       yield* Effect.addFinalizer(() => killMarked(token))
-      const mount = fs.readFileSync("/proc/self/mountinfo", "latin1").split("\n").map((l) => l.split(" - "))
-        .find(([, rest]) => rest?.startsWith("cgroup2 "))![0]!.split(" ")[4]!
-      const home = path.join(mount, /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))![1]!)
+      const home = cgroupHome()
       const ns = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]
       const uid = process.getuid!()
       const parent = (pid: number, nsInode: string | undefined = ns) => path.join(home, `corral-${uid}-${nsInode}-${pid}-1-abcdef`)
@@ -377,11 +375,15 @@ const startTimeOf = (pid: number) => {
 /** `corral ARGS` under a backend; killed if still running when the scope closes. */
 /** The parent cgroups a supervisor of this namespace with that pid made (`corral-<uid>-<pidns>-<pid>-…`). */
 const cgroupsOf = (pid: number): Array<string> => {
+  const ns = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]
+  return fs.readdirSync(cgroupHome()).filter((name) => name.startsWith(`corral-${process.getuid!()}-${ns}-${pid}-`))
+}
+
+/** This process's own cgroup v2 directory, where a supervisor makes its parent cgroups. */
+const cgroupHome = () => {
   const mount = fs.readFileSync("/proc/self/mountinfo", "latin1").split("\n").map((l) => l.split(" - "))
     .find(([, rest]) => rest?.startsWith("cgroup2 "))![0]!.split(" ")[4]!
-  const home = path.join(mount, /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))![1]!)
-  const ns = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]
-  return fs.readdirSync(home).filter((name) => name.startsWith(`corral-${process.getuid!()}-${ns}-${pid}-`))
+  return path.join(mount, /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))![1]!)
 }
 
 const runCorral = (backend: Backend, args: ReadonlyArray<string>) =>

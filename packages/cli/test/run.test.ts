@@ -802,6 +802,33 @@ const terminal = Effect.gen(function*() {
 const printed = (text: string, line: string) => (text.match(new RegExp(`^${line}\\r?$`, "gm")) ?? []).length
 
 /** `body` typed at a terminal with `corral run OPTIONS` and `timeout OPTIONS` (default: a 30 s limit); both must return the same. */
+/** The status the interactive bash reports for the job that just ended. */
+const statusAfter = (tty: Effect.Effect.Success<typeof terminal>) =>
+  Effect.gen(function*() {
+    const ended = tty.mark()
+    yield* tty.type("echo status=$?\n")
+    yield* tty.waitFor(/^status=\d+\r?$/m, ended)
+    return /^status=(\d+)\r?$/m.exec(tty.since(ended))![1]
+  })
+
+/** A ticking job: Ctrl-Z, 800 ms stopped, fg, then Ctrl-C; how many ticks came while stopped, and its status. */
+const suspendResumeInterrupt = (wrapper: string) =>
+  Effect.gen(function*() {
+    const tty = yield* terminal
+    yield* tty.type(`${wrapper} sh -c 'while :; do echo tick; sleep 0.2; done'\n`)
+    yield* tty.waitFor(/^tick\r?$/m)
+    yield* tty.type("\x1a")
+    yield* tty.waitFor(/Stopped/)
+    const stopped = tty.mark()
+    yield* Effect.sleep("800 millis")
+    const ticksWhileStopped = printed(tty.since(stopped), "tick")
+    const resumed = tty.mark()
+    yield* tty.type("fg\n")
+    yield* tty.waitFor(/^tick\r?$/m, resumed)
+    yield* tty.type("\x03")
+    return { ticksWhileStopped, status: yield* statusAfter(tty) }
+  })
+
 const atTerminal = (title: string, body: (wrapper: string) => Effect.Effect<unknown, Error, Scope.Scope>, options = "30") =>
   (hasScript ? it.scopedLive : it.scopedLive.skip)(
     `${title} ${gnuVersion === undefined ? "(GNU timeout is not installed: corral alone)" : `(beside GNU timeout ${gnuVersion.join(".")})`}`,
@@ -845,24 +872,9 @@ const canUnshare = spawnSync("unshare", ["--pid", "--fork", "true"], { stdio: "i
 describe("corral run at a terminal (an interactive bash under script(1))", () => {
   atTerminal("Ctrl-Z stops the whole job, fg resumes it, Ctrl-C ends it: 130", (wrapper) =>
     Effect.gen(function*() {
-      const tty = yield* terminal
-      yield* tty.type(`${wrapper} sh -c 'while :; do echo tick; sleep 0.2; done'\n`)
-      yield* tty.waitFor(/^tick\r?$/m)
-      yield* tty.type("\x1a")
-      yield* tty.waitFor(/Stopped/)
-      const stopped = tty.mark()
-      yield* Effect.sleep("800 millis")
-      const ticksWhileStopped = printed(tty.since(stopped), "tick")
-      const resumed = tty.mark()
-      yield* tty.type("fg\n")
-      yield* tty.waitFor(/^tick\r?$/m, resumed)
-      yield* tty.type("\x03")
-      const ended = tty.mark()
-      yield* tty.type("echo status=$?\n")
-      yield* tty.waitFor(/^status=\d+\r?$/m, ended)
-      const status = /^status=(\d+)\r?$/m.exec(tty.since(ended))![1]
-      expect(ticksWhileStopped).toBe(0)
-      return { ticksWhileStopped, status }
+      const result = yield* suspendResumeInterrupt(wrapper)
+      expect(result.ticksWhileStopped).toBe(0)
+      return result
     }))
 
   // under timeout(1) the REPL gets each Ctrl-C twice (from the terminal and passed on); under corral once
@@ -880,22 +892,11 @@ describe("corral run at a terminal (an interactive bash under script(1))", () =>
       const later = tty.mark()
       yield* tty.waitFor(/^tick\r?$/m, later)
       yield* tty.type("\x1c")
-      const ended = tty.mark()
-      yield* tty.type("echo status=$?\n")
-      yield* tty.waitFor(/^status=\d+\r?$/m, ended)
-      return { aliveAfterGrace: true, status: /^status=(\d+)\r?$/m.exec(tty.since(ended))![1] }
+      return { aliveAfterGrace: true, status: yield* statusAfter(tty) }
     }))
 })
 
 describe("corral run --foreground at a terminal (an interactive bash under script(1))", () => {
-  const statusAfter = (tty: Effect.Effect.Success<typeof terminal>) =>
-    Effect.gen(function*() {
-      const ended = tty.mark()
-      yield* tty.type("echo status=$?\n")
-      yield* tty.waitFor(/^status=\d+\r?$/m, ended)
-      return /^status=(\d+)\r?$/m.exec(tty.since(ended))![1]
-    })
-
   atTerminal("CMD reads the terminal, /dev/tty too: 0", (wrapper) =>
     Effect.gen(function*() {
       const tty = yield* terminal
@@ -910,21 +911,9 @@ describe("corral run --foreground at a terminal (an interactive bash under scrip
 
   atTerminal("Ctrl-Z stops the job from the terminal, fg resumes it, Ctrl-C ends it: 130", (wrapper) =>
     Effect.gen(function*() {
-      const tty = yield* terminal
-      yield* tty.type(`${wrapper} sh -c 'while :; do echo tick; sleep 0.2; done'\n`)
-      yield* tty.waitFor(/^tick\r?$/m)
-      yield* tty.type("\x1a")
-      yield* tty.waitFor(/Stopped/)
-      const stopped = tty.mark()
-      yield* Effect.sleep("800 millis")
-      const ticksWhileStopped = printed(tty.since(stopped), "tick")
-      const resumed = tty.mark()
-      yield* tty.type("fg\n")
-      yield* tty.waitFor(/^tick\r?$/m, resumed)
-      yield* tty.type("\x03")
-      const status = yield* statusAfter(tty)
-      expect({ ticksWhileStopped, status }).toEqual({ ticksWhileStopped: 0, status: "130" })
-      return { ticksWhileStopped, status }
+      const result = yield* suspendResumeInterrupt(wrapper)
+      expect(result).toEqual({ ticksWhileStopped: 0, status: "130" })
+      return result
     }), "--foreground 30")
 
   // as GNU documents: only CMD is signalled, and what it started is neither waited for nor stopped

@@ -314,30 +314,30 @@ describe("GroupStop.stopGroups", () => {
       ])
     }))
 
+  /** Group 5000 ignores SIGTERM, group 6000 exits on it; both stopped together, past the kill timeout. */
+  const stubbornBesideObedient = Effect.gen(function*() {
+    const onSignal = (script: TestScript, t: number, signal: Signal) =>
+      signal === "SIGTERM" && t === -6000 ? vanish(script, t) : Effect.void
+    const t = yield* setup({ table: [...session(5000), ...session(6000)], onSignal })
+    const fiber = yield* Effect.fork(t.stop([targetOf(5000), targetOf(6000)]))
+    yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+    const [stubborn, obeying] = yield* Fiber.join(fiber)
+    return { stubborn: stubborn!, obeying: obeying!, requested: yield* t.requested }
+  })
+
   it.effect("stops each group on its own: an obedient group is not sent SIGKILL", () =>
     Effect.gen(function*() {
-      // group 6000 exits on SIGTERM, group 5000 does not
-      const onSignal = (script: TestScript, t: number, signal: Signal) =>
-        signal === "SIGTERM" && t === -6000 ? vanish(script, t) : Effect.void
-      const t = yield* setup({ table: [...session(5000), ...session(6000)], onSignal })
-      const fiber = yield* Effect.fork(t.stop([targetOf(5000), targetOf(6000)]))
-      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
-      const [stubborn, obeying] = yield* Fiber.join(fiber)
+      const { obeying, requested, stubborn } = yield* stubbornBesideObedient
       expect(stubborn).toMatchObject({ escalated: true, survivors: [5000, 5001] })
       expect(obeying).toMatchObject({ escalated: false, survivors: [], signals: { SIGKILL: 0 } })
-      expect(kills(yield* t.requested).every((r) => r.target === -5000)).toBe(true)
+      expect(kills(requested).every((r) => r.target === -5000)).toBe(true)
     }))
 
   it.effect("gives each group its own duration: an obedient group's ends when it emptied, not with the batch", () =>
     Effect.gen(function*() {
-      const onSignal = (script: TestScript, t: number, signal: Signal) =>
-        signal === "SIGTERM" && t === -6000 ? vanish(script, t) : Effect.void
-      const t = yield* setup({ table: [...session(5000), ...session(6000)], onSignal })
-      const fiber = yield* Effect.fork(t.stop([targetOf(5000), targetOf(6000)]))
-      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
-      const [stubborn, obeying] = yield* Fiber.join(fiber)
-      expect(obeying!.durationMs).toBe(0)
-      expect(stubborn!.durationMs).toBe(GRACE + KILL_TIMEOUT)
+      const { obeying, stubborn } = yield* stubbornBesideObedient
+      expect(obeying.durationMs).toBe(0)
+      expect(stubborn.durationMs).toBe(GRACE + KILL_TIMEOUT)
     }))
 
   it.effect("sends the first signal, within the grace, to a member first seen after it was sent", () =>
