@@ -14,7 +14,9 @@ export default {
       const registry = yield* ShellRegistry
       const { maxShells } = yield* Limits
       yield* check(maxShells === CAP, `the default cap is ${maxShells}, not ${CAP}`)
+      ctx.phase = "starting 16"
       const shells = yield* Effect.forEach(Array.from({ length: CAP }), () => start(["sleep", "60"]), { concurrency: 4 })
+      ctx.phase = "17th"
       const refused = yield* Effect.flip(start(["sleep", "60"])).pipe(
         Effect.catchAll(() => failure(`a ${CAP + 1}th shell was started past the cap`))
       )
@@ -22,9 +24,13 @@ export default {
         refused._tag === "TooManyShells" && refused.limit === CAP && refused.running.length === CAP,
         `the ${CAP + 1}th start failed with ${refused._tag} (${refused.message}), expected TooManyShells listing ${CAP} shells`
       )
+      ctx.phase = "kill"
       yield* killConfirmed(shells[0])
+      ctx.phase = "start after kill"
       yield* start(["sleep", "60"])
+      ctx.phase = "list"
       const running = (yield* registry.list).filter((s) => s.status._tag === "Running")
       yield* check(running.length === CAP, `${running.length} running after stopping one and starting one, expected ${CAP}`)
+      ctx.phase = "releasing"
     }))
 }

@@ -323,7 +323,8 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     const excess = (yield* occupied) + 1 - limits.maxShells
     for (const shell of finished.slice(0, Math.max(0, excess))) {
       yield* dropped(shell)
-      yield* FiberMap.remove(lifecycles, shell.id)
+      // its lifecycle may still be closing the shell's scope: a start need not wait for that
+      yield* Effect.forkDaemon(FiberMap.remove(lifecycles, shell.id))
     }
   })
 
@@ -461,7 +462,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       yield* PubSub.publish(hub, { _tag: "Started", info })
       shells.set(id, shell)
       yield* journalChanged
-      // forked from an uninterruptible start: it would inherit that, and the shutdown's interrupt would wait out its retention
+      // forked inside the start's uninterruptible region, a lifecycle would inherit it: the shutdown's interrupt must reach its waits
       yield* FiberMap.run(lifecycles, id, Effect.interruptible(lifecycle(shell)))
       return info
     })))
