@@ -256,6 +256,8 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       const doomed = yield* supervisor(dir, "doomed", ["sleep 60", "sleep 61"])
       const steady = yield* supervisor(dir, "steady", ["sleep 60"])
       const watcher = yield* waitFor("the watcher", () => watcherOf(doomed.pid))
+      yield* waitFor("the doomed supervisor's journal to list its shells", () =>
+        doomed.shells.every((shell) => journalled(dir, doomed.pid, shell.tag)) ? true : undefined)
       // held still, the watcher cannot stop the orphans before ls sees them
       yield* Effect.acquireRelease(
         Effect.sync(() => process.kill(watcher, "SIGSTOP")),
@@ -294,6 +296,8 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
     Effect.gen(function*() {
       const dir = yield* stateDir
       const stuck = yield* supervisor(dir, "stuck", ["sleep 60"])
+      // the journal is written shortly after a start, off its path: stop the supervisor once its shell is in it
+      yield* waitFor("the stuck supervisor's journal to list its shell", () => (journalled(dir, stuck.pid, stuck.shells[0]!.tag) ? true : undefined))
       yield* Effect.acquireRelease(
         Effect.sync(() => process.kill(stuck.pid, "SIGSTOP")),
         () => Effect.sync(() => process.kill(stuck.pid, "SIGCONT"))
@@ -308,3 +312,15 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       expect(isAlive(stuck.shells[0]!.pid)).toBe(true)
     }))
 })
+
+/** Whether the journal of the supervisor with that pid lists a shell carrying `tag`. */
+const journalled = (dir: string, pid: number, tag: string) => {
+  const journals = path.join(dir, "supervisors")
+  try {
+    return fs.readdirSync(journals).some((name) =>
+      name.endsWith(`-${pid}.json`) && fs.readFileSync(path.join(journals, name), "utf8").includes(tag)
+    )
+  } catch {
+    return false
+  }
+}
