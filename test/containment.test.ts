@@ -210,6 +210,23 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("never counts a shell empty while a hopper runs in it, however its hops fall between a scan's reads", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // a member listed may die before it is read, its successor born after the listing
+          const group = yield* ProcessGroup.spawn({ command: hopper(token) })
+          yield* hopping(token)
+          const containment = yield* Containment
+          const counts: Array<number> = []
+          const until = Date.now() + 1_000
+          while (Date.now() < until) counts.push(yield* containment.members(group.target))
+          expect(counts.filter((n) => n === 0).length, "scans that found the hopping shell empty").toBe(0)
+          const report = yield* group.stop()
+          expect(report.escalated).toBe(true)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("an interrupted stop still runs to its end, and a later stop gets its report", () =>
         Effect.gen(function*() {
           const token = newToken()

@@ -3,8 +3,11 @@
  * deterministic, no real process involved. What the kernel does is covered
  * by ProcessGroup.stop.test.ts.
  */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import type { LimitsShape, ProcessInfo, Signal, TestScript } from "@corral/core"
-import { GroupStop, Limits, makeTestScript } from "@corral/core"
+import { GroupStop, Limits, makeTestScript, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -367,5 +370,48 @@ describe("GroupStop.stopGroups", () => {
       const u = yield* setup({ table: [leader, worker], onSignal: obedient })
       const [batch] = yield* finishesAtOnce(u.stop([target]))
       expect(single).toEqual(batch)
+    }))
+})
+
+describe("GroupStop: a cgroup", () => {
+  // A directory plays the cgroup's two files; the scripted table plays the processes.
+  it.scoped("is not taken for empty while the kernel says it is populated: a hopper's child is born after the listing, its parent dead before it is read", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "corral-cgroup-"))),
+        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+      )
+      fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n")
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), "5001\n")
+      // 5001 is listed but already gone when read; its child 5002 was born after the listing
+      const child = fakeProcess(5002, { pgid: 5000, sid: 5000, ppid: 5001 })
+      const base = yield* makeTestScript([child])
+      const script: TestScript = {
+        ...base,
+        onSignal: (t, signal) =>
+          signal === "SIGKILL"
+            ? Effect.zipRight(vanish(base, t), Effect.sync(() => fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 0\nfrozen 0\n")))
+            : Effect.void
+      }
+      const scripted = ProcessTable.layerTest(script)
+      const racing = Layer.effect(
+        ProcessTable,
+        Effect.map(ProcessTable, (table) =>
+          ProcessTable.of({
+            ...table,
+            lookup: (pid) =>
+              Effect.tap(table.lookup(pid), () => Effect.sync(() => pid === 5001 && fs.writeFileSync(path.join(dir, "cgroup.procs"), "5002\n")))
+          }))
+      ).pipe(Layer.provide(scripted))
+      const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
+      const fiber = yield* Effect.fork(
+        GroupStop.stopGroup({ ...target, cgroup: dir }).pipe(Effect.provide(Layer.merge(racing, limits)))
+      )
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const report = yield* Fiber.join(fiber)
+      expect(report.members).toBe(1)
+      expect(report.escalated).toBe(true)
+      expect(report.survivors).toEqual([])
+      expect((yield* Ref.get(script.signals)).map((s) => `${s.signal} ${s.target}`)).toContain("SIGKILL -5000")
     }))
 })

@@ -64,6 +64,9 @@ export interface Membership {
   readonly escaped: ReadonlyArray<Set<number>>
 }
 
+/** How often a cgroup that the kernel says is populated is read before an empty reading is believed. */
+const MAX_CGROUP_READINGS = 100
+
 /** How many freeze rounds a kill makes before it strikes what it holds. */
 const MAX_FREEZE_ROUNDS = 20
 
@@ -75,10 +78,23 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
 
   const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
 
+  const readLive = (pids: ReadonlyArray<number>) =>
+    Effect.map(Effect.forEach(pids, lookupLive), Option.reduceCompact([] as Array<ProcessInfo>, (ps, p) => [...ps, p]))
+
+  /**
+   * A member listed may die before it is read, and the child it forked first
+   * was not listed (a pid hopper): so the kernel's `populated` flag, not an
+   * empty reading, says a cgroup is empty, and a reading that found no one
+   * while it is set is taken again.
+   */
   const cgroupMembers = (dir: string) =>
-    Cgroup.populated(dir)
-      ? Effect.map(Effect.forEach(Cgroup.procs(dir), lookupLive), Option.reduceCompact([] as Array<ProcessInfo>, (ps, p) => [...ps, p]))
-      : Effect.succeed([])
+    Effect.gen(function*() {
+      for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir); reading++) {
+        const found = yield* readLive(Cgroup.procs(dir))
+        if (found.length > 0) return found
+      }
+      return []
+    })
 
   const scan: Effect.Effect<Live> = Effect.gen(function*() {
     const byScan = scanned.length > 0 ? yield* tree.members(yield* table.scan) : new Map<number, Array<ProcessInfo>>()
