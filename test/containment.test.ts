@@ -210,6 +210,19 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("a stop at once after the spawn reaches the command: it ends on SIGTERM, with no grace run out", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          for (let i = 0; i < 5; i++) {
+            const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+            // under pidns the init forks the command a moment after the spawn: a TERM before that would miss it
+            const report = yield* group.stop({ grace: Duration.seconds(5) })
+            expect(report.escalated, `stop ${i}`).toBe(false)
+            expect(marked(token)).toEqual([])
+          }
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("never counts a shell empty while a hopper runs in it, however its hops fall between a scan's reads", () =>
         Effect.gen(function*() {
           const token = newToken()

@@ -118,8 +118,9 @@ const uid = process.getuid?.() ?? 0
 /**
  * PID 1 of a shell's namespace. The user's command must not be PID 1: it
  * would ignore every signal it has no handler for, SIGTERM included. This
- * init forks the command, reports the command's wait status on fd 3 (kept
- * from the command) the moment it exits, and reaps everything until nothing
+ * init forks the command, says `forked` on fd 3 (kept from the command) once
+ * the command's process exists, so a stop's group signal cannot come before
+ * it, reports the command's wait status there the moment it exits, and reaps everything until nothing
  * is left, so what the command left behind lingers as it would without a
  * namespace, and corral's own stop decides its end. It installs no handler:
  * a group signal from outside reaches the command directly, once.
@@ -130,6 +131,7 @@ const init = [
   "my $cmd = fork;",
   'defined $cmd or do { print STDERR "corral: cannot fork: $!\\n"; exit 125 };',
   'if ($cmd == 0) { exec { $ARGV[0] } @ARGV; print STDERR "corral: cannot run $ARGV[0]: $!\\n"; exit($!{ENOENT} ? 127 : 126) }',
+  'if ($report) { syswrite($report, "forked\\n") }',
   "my $status = 0;",
   'while ((my $w = waitpid(-1, 0)) > 0) { if ($w == $cmd) { $status = $?; if ($report) { syswrite($report, "$status\\n"); close($report) } } }',
   "exit($status & 127 ? 128 + ($status & 127) : $status >> 8);"

@@ -151,6 +151,8 @@ interface StopState {
   claimed: boolean
   readonly report: Deferred.Deferred<StopReport>
   readonly containment: Containment["Type"]
+  /** Done once the group holds what a stop must reach: its command, not only the command's init. */
+  readonly ready: Effect.Effect<void>
 }
 
 export const generateShellId = (): string => `corral-${randomBytes(6).toString("hex")}`
@@ -256,6 +258,16 @@ const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): ExitS
 
 const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
 
+/** Calls `onLine` with each line the init writes on its report pipe; chunks may split or join lines. */
+const onReportLines = (pipe: NodeJS.EventEmitter | null | undefined, onLine: (line: string) => void) => {
+  let pending = ""
+  pipe?.on("data", (chunk: Buffer) => {
+    const lines = (pending + chunk.toString("latin1")).split("\n")
+    pending = lines.pop()!
+    for (const line of lines) onLine(line)
+  })
+}
+
 /** A raw wait(2) status, as the PID-namespace init reports it. */
 const fromWaitStatus = (status: number): ExitStatus => {
   const signal = signalNames.get(status & 127)
@@ -282,6 +294,8 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const output = yield* OutputBuffer.make(limits.bufferBytes)
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
+  // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init)
+  const forked = yield* Deferred.make<void>()
   // the scope closes after the stop: give the pipes a moment to deliver what
   // the dead wrote, then end the output whatever still holds them. A release
   // runs uninterruptibly, and a timeout cannot cut short an uninterruptible
@@ -304,7 +318,9 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
     child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
   }
-  child.stdio[3]?.on("data", (line: Buffer) => Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line.toString())))))
+  onReportLines(child.stdio[3], (line) =>
+    line === "forked" ? Deferred.unsafeDone(forked, Effect.void) : Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+  )
   child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
   // `close` waits for every holder of the pipes; only output completeness depends on it
   child.once("close", () => {
@@ -315,7 +331,14 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // membership by cgroup is exact only once the leader is in it
   if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
   const leader = yield* table.lookup(pid)
-  const stopState: StopState = { claimed: false, report: yield* Deferred.make<StopReport>(), containment }
+  // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
+  const ready = cell.reportsExit
+    ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
+      Effect.timeout(Duration.seconds(1)),
+      Effect.ignore
+    )
+    : Effect.void
+  const stopState: StopState = { claimed: false, report: yield* Deferred.make<StopReport>(), containment, ready }
   const group: ProcessGroup = {
     shellId,
     containment: cell.backend,
@@ -372,7 +395,8 @@ export const stopAll = (
     for (const g of mine) g[StopStateId].claimed = true
     if (mine.length === 0) return Effect.void
     return Effect.forkDaemon(
-      mine[0]![StopStateId].containment.stop(mine.map((g) => g.target), options).pipe(
+      Effect.forEach(mine, (g) => g[StopStateId].ready, { concurrency: "unbounded", discard: true }).pipe(
+        Effect.zipRight(mine[0]![StopStateId].containment.stop(mine.map((g) => g.target), options)),
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.forEach(mine, (g, i) => Deferred.done(g[StopStateId].report, Exit.map(exit, (reports) => reports[i]!)), {
