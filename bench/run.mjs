@@ -29,16 +29,21 @@ const BATCH_TIMEOUT_MS = 180_000
 
 const usage = "usage: node bench/run.mjs [--quick] [--only stop|registry|<id prefix>[,...]] [--impl a,b] [--runs N]"
 
+const options = {
+  quick: { type: "boolean", default: false },
+  only: { type: "string" },
+  impl: { type: "string" },
+  runs: { type: "string" },
+  help: { type: "boolean", default: false }
+}
+
 const parseOptions = () => {
-  const { values } = parseArgs({
-    options: {
-      quick: { type: "boolean", default: false },
-      only: { type: "string" },
-      impl: { type: "string" },
-      runs: { type: "string" },
-      help: { type: "boolean", default: false }
-    }
-  })
+  let values
+  try {
+    values = parseArgs({ options }).values
+  } catch (error) {
+    fail(error.message)
+  }
   if (values.help) {
     console.log(usage)
     process.exit(0)

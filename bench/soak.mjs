@@ -32,14 +32,28 @@ const GiB = 2 ** 30
 const HEAP_GROWTH_LIMIT = 4 * MiB
 const RSS_GROWTH_LIMIT = 128 * MiB
 
-const { values: args } = parseArgs({
-  options: {
-    iterations: { type: "string", default: "20" },
-    only: { type: "string" },
-    backend: { type: "string" },
-    "no-pidns": { type: "boolean", default: false }
+const usage = "usage: npm run soak -- [--iterations N] [--only SCENARIO[@BACKEND][,...]] [--backend BACKEND[,...]|all] [--no-pidns]"
+const parsed = (() => {
+  try {
+    return parseArgs({
+      options: {
+        iterations: { type: "string", default: "20" },
+        only: { type: "string" },
+        backend: { type: "string" },
+        "no-pidns": { type: "boolean", default: false },
+        help: { type: "boolean", default: false }
+      }
+    })
+  } catch (error) {
+    console.error(`soak: ${error.message}\n${usage}`)
+    process.exit(2)
   }
-})
+})()
+const args = parsed.values
+if (args.help) {
+  console.log(`${usage}\nscenarios: ${scenarios.map((s) => s.id).join(", ")}; backends: ${allBackends.join(", ")}`)
+  process.exit(0)
+}
 const iterations = Number(args.iterations)
 if (!Number.isInteger(iterations) || iterations < 1) {
   console.error(`--iterations must be a positive integer, got ${JSON.stringify(args.iterations)}`)
