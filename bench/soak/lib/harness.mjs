@@ -51,11 +51,14 @@ export const waitFor = (what, probe, timeoutMs = 10_000) =>
     }
   })
 
-export const waitForMembers = (shell, count, timeoutMs) =>
-  waitFor(`${count} live processes in shell ${shell.id} (${shell.command})`, () => {
+/** Waits until `count` processes of the command run; under pidns, `unshare` and the namespace's init come on top. */
+export const waitForMembers = (shell, count, timeoutMs) => {
+  const total = count + (shell.containment === "pidns" ? 2 : 0)
+  return waitFor(`${total} live processes in shell ${shell.id} (${shell.command})`, () => {
     const live = Kernel.liveMembers(shell)
-    return live.length >= count ? live : undefined
+    return live.length >= total ? live : undefined
   }, timeoutMs)
+}
 
 export const start = (command, options = {}) =>
   Effect.flatMap(ShellRegistry, (registry) => registry.start({ command, ...options }, { owner: OWNER }))
