@@ -3,6 +3,7 @@
  * events and ownership. Releasing the layer stops every shell; a watcher
  * process and a journal stop them when the supervisor dies without that.
  */
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -20,6 +21,7 @@ import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Take from "effect/Take"
 import type { StopReport } from "./GroupStop.js"
 import * as Journal from "./Journal.js"
 import { Limits } from "./Limits.js"
@@ -194,12 +196,21 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
    * the next chunk's offset jumps by that much.
    */
   readonly follow: (id: string, options?: { readonly retained?: boolean }) => Effect.Effect<Stream.Stream<OutputChunk>, UnknownShell>
-  /** Lifecycle events; each subscriber sees each shell's events in order. */
+  /** Lifecycle events; each subscriber sees each shell's events in order. Ends after the shutdown's last event. */
   readonly events: Stream.Stream<ShellEvent>
-  /** Subscribes now, so no event after this point is missed. */
+  /** Subscribes now, so no event after this point is missed. The stream ends after the shutdown's last event. */
   readonly subscribe: Effect.Effect<Stream.Stream<ShellEvent>, never, Scope.Scope>
-  /** Subscribes now, as a queue to drain when the reader likes: no fiber needed to keep up. */
+  /** Subscribes now, as a queue to drain when the reader likes: no fiber needed to keep up. A queue has no end. */
   readonly subscribeQueue: Effect.Effect<Queue.Dequeue<ShellEvent>, never, Scope.Scope>
+  /**
+   * Stops every shell (cause `shutdown`), refuses starts from then on, and
+   * ends the event streams after the shutdown's events. Releasing the layer
+   * runs it; it runs once, and a second call waits for the first. For a
+   * consumer of the events whose own release must still see the shutdown's
+   * (`AcpShellRows.layer`): layers built on the registry are released
+   * before it, so they run this first.
+   */
+  readonly shutdown: Effect.Effect<void>
   /**
    * Puts a group started outside the registry (a foreground command) under
    * the watcher for the scope's lifetime, so it too is stopped if the
@@ -244,7 +255,14 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const context = yield* Effect.context<ProcessTable | Limits | Containment>()
   const shells = new Map<string, Shell>()
   const lifecycles = yield* FiberMap.make<string>()
+  // Each event goes to two hubs: `hub` for subscribeQueue, a queue drained at
+  // will, and `takes` for the streams, which the shutdown ends after its last
+  // event (a queue cannot carry an end, a stream of Takes can)
   const hub = yield* PubSub.unbounded<ShellEvent>()
+  const takes = yield* PubSub.unbounded<Take.Take<ShellEvent>>()
+  let eventsEnded = false
+  const publish = (...events: ReadonlyArray<ShellEvent>) =>
+    events.length === 0 ? Effect.void : Effect.zipRight(PubSub.publishAll(hub, events), PubSub.publish(takes, Take.chunk(Chunk.fromIterable(events))))
   // a shell's final status and its event, and a drop and its event, are
   // published together, so every subscriber sees each shell's events in order
   const eventLock = yield* Effect.makeSemaphore(1)
@@ -311,7 +329,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
 
   const dropped = (shell: Shell) =>
     eventLock.withPermits(1)(Effect.suspend(() =>
-      shells.delete(shell.id) ? PubSub.publish(hub, { _tag: "Dropped", id: shell.id }) : Effect.void
+      shells.delete(shell.id) ? publish({ _tag: "Dropped", id: shell.id }) : Effect.void
     ))
 
   /** Registered shells and admitted starts, each counted once. */
@@ -369,7 +387,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
         events.push(final.value._tag === "Killed" && final.value.by !== undefined ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
         yield* Deferred.succeed(shell.settled, undefined)
       }
-      yield* PubSub.publishAll(hub, events)
+      yield* publish(...events)
     })).pipe(
       Effect.zipRight(journalChanged)
     )
@@ -385,7 +403,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       const first = yield* Ref.modify(shell.status, (s): readonly [boolean, ShellStatus] =>
         s._tag === "Running" || s._tag === "Lingering" ? [s._tag === "Running", { _tag: "Lingering", exit, members }] : [false, s]
       )
-      if (first) yield* PubSub.publish(hub, { _tag: "Lingering", info: yield* infoOf(shell) })
+      if (first) yield* publish({ _tag: "Lingering", info: yield* infoOf(shell) })
     }))
 
   /** Leader exit, then an empty group: the shell's natural end. */
@@ -459,7 +477,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
       }
       // announced before anyone can find it to kill it
       const info = yield* infoOf(shell)
-      yield* PubSub.publish(hub, { _tag: "Started", info })
+      yield* publish({ _tag: "Started", info })
       shells.set(id, shell)
       yield* journalChanged
       // forked inside the start's uninterruptible region, a lifecycle would inherit it: the shutdown's interrupt must reach its waits
@@ -499,8 +517,9 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   })
 
   // Every shell at once, with one process-table scan per tick for all of
-  // them, then one settling, one journal removal and one watcher write.
-  const shutdown = gate.withPermits(startPermits)(Effect.gen(function*() {
+  // them, then one settling, one journal removal and one watcher write; then
+  // the end of the event streams.
+  const closeAll = gate.withPermits(startPermits)(Effect.gen(function*() {
     closing = true
     yield* Deferred.succeed(shuttingDown, undefined)
     yield* journal.stopWriting
@@ -512,9 +531,21 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     yield* settleAll(all.map((shell, i) => [shell, reports[i]!] as const))
     yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
     yield* journal.remove
+    // set first: a subscriber that finds it set has all there will be in its queue
+    eventsEnded = true
+    yield* PubSub.publish(takes, Take.end)
   })).pipe(Effect.provide(context))
+  // the layer's release, or a consumer's before it: whoever comes second waits for the first
+  const shutdown = yield* Effect.cached(Effect.uninterruptible(closeAll))
 
   yield* Effect.addFinalizer(() => shutdown)
+
+  /** A subscription's events as a stream that ends with the shutdown's end. */
+  const subscribeEvents = Effect.map(PubSub.subscribe(takes), (queue) =>
+    Stream.flattenTake(
+      // subscribed after the end: the queue holds all that will come, which may not include the end itself
+      eventsEnded ? Stream.unwrap(Effect.map(Queue.takeAll(queue), Stream.fromIterable)) : Stream.fromQueue(queue)
+    ))
 
   return ShellRegistry.of({
     start,
@@ -537,9 +568,10 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     follow: (id, followOptions = {}) =>
       Effect.flatMap(lookup(id), ({ group: { output } }) =>
         Effect.map(output.stats, ({ written }) => output.follow(followOptions.retained === true ? 0 : written))),
-    events: Stream.fromPubSub(hub),
-    subscribe: Effect.map(PubSub.subscribe(hub), Stream.fromQueue),
+    events: Stream.unwrapScoped(subscribeEvents),
+    subscribe: subscribeEvents,
     subscribeQueue: PubSub.subscribe(hub),
+    shutdown,
     guard: (group) =>
       Option.match(watcher, {
         onNone: () => Effect.void,

@@ -9,6 +9,7 @@ import * as path from "node:path"
 import { ShellRegistry } from "@corral/core"
 import type { InvalidOption, InvalidPattern, NotOwner, ShellStatus } from "@corral/core"
 import { afterEach, describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -23,6 +24,7 @@ import {
   awaitEvent,
   eventsOf,
   eventually,
+  idOf,
   isRunning,
   nothingLeft,
   ownShellPrefix,
@@ -333,6 +335,33 @@ describe("status", () => {
         expect(taggedProcesses(shell.tag)).toEqual([])
       }).pipe(Effect.provide(registryLayer()))
   )
+})
+
+describe("shutdown", () => {
+  it.live("stops every shell, ends the event streams after its events, runs once however often called, and refuses starts after it", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const subscribed = yield* Effect.fork(Stream.runCollect(yield* registry.subscribe))
+      const viaEvents = yield* Effect.fork(Stream.runCollect(registry.events))
+      // `events` subscribes when its stream starts, on the forked fiber
+      yield* Effect.sleep("50 millis")
+      const shells = yield* Effect.forEach([1, 2], () => registry.start(sleeper, { owner }))
+      yield* Effect.all([registry.shutdown, registry.shutdown], { concurrency: 2 })
+      for (const fiber of [subscribed, viaEvents]) {
+        const events = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+        expect(events.map((e) => `${e._tag} ${idOf(e)}`)).toEqual(["Started s1", "Started s2", "Killed s1", "Killed s2"])
+        expect(events.slice(2).map((e) => e._tag === "Killed" && e.info.status)).toEqual([
+          { _tag: "Killed", signal: "SIGTERM", by: "shutdown" },
+          { _tag: "Killed", signal: "SIGTERM", by: "shutdown" }
+        ])
+      }
+      for (const shell of shells) expect(isRunning(shell.pid)).toBe(false)
+      expect((yield* Effect.flip(registry.start(sleeper, { owner })))._tag).toBe("RegistryClosed")
+      // subscribed after the end: empty streams, not ones that wait forever
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(registry.events))).toEqual([])
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(yield* registry.subscribe))).toEqual([])
+      // the layer's release, after this, has nothing left to do
+    }).pipe(Effect.scoped, Effect.provide(registryLayer())))
 })
 
 describe("limits from the environment", () => {

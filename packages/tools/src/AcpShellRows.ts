@@ -13,6 +13,11 @@
  * ACP's `tool_call_update` replaces the row's content, so each update carries
  * the whole text kept for the row (its last `maxChars` characters). The
  * output is flushed into the row before the update with the final status.
+ *
+ * The rows of the registry's shutdown (every running shell `completed`,
+ * "stopped at shutdown") come through ordinary composition:
+ * `AcpShellRows.layer(send)` provided with the registry's layer sends them as
+ * it is released, before the registry is.
  */
 import { randomUUID } from "node:crypto"
 import type { ShellEvent, ShellInfo, ShellStatus } from "@corral/core/ShellRegistry"
@@ -21,8 +26,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
+import * as Layer from "effect/Layer"
+import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Format from "./internal/format.js"
 
@@ -119,19 +125,15 @@ export interface StreamOptions {
 const keepLast = (text: string, max: number) =>
   text.length <= max ? text : `[... earlier output cut ...]\n${text.slice(text.length - max)}`
 
-/**
- * The session updates for every shell of the registry: shells running when
- * the stream starts, then each new one. Output is read with a cursor of the
- * stream's own, so it takes nothing away from the agent's `bash_output`.
- */
-export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate, never, ShellRegistry> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
+/** Subscribes now: the rows of the shells running now, then of each event from here on, for the scope's lifetime. */
+const subscribe = (options: StreamOptions) =>
+  Effect.gen(function*() {
     const registry = yield* ShellRegistry
     const interval = options.interval ?? Duration.millis(100)
     const maxChars = options.maxChars ?? 30_000
     const reader = `acp:${randomUUID()}`
     const events = yield* registry.subscribe
-    const updates = yield* Queue.unbounded<SessionUpdate>()
+    const updates = yield* Mailbox.make<SessionUpdate>()
     const followers = yield* FiberMap.make<string>()
     const rows = new Map<string, string>()
 
@@ -141,7 +143,7 @@ export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate
         if (fresh === "" || !rows.has(id)) return
         const text = keepLast(rows.get(id)! + fresh, maxChars)
         rows.set(id, text)
-        yield* Queue.offer(updates, outputUpdate(id, text))
+        yield* updates.offer(outputUpdate(id, text))
       })
 
     const follow = (id: string) =>
@@ -155,7 +157,7 @@ export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate
       Effect.gen(function*() {
         if (rows.has(info.id)) return
         rows.set(info.id, "")
-        yield* Queue.offer(updates, started(info))
+        yield* updates.offer(started(info))
         yield* FiberMap.run(followers, info.id, follow(info.id))
       })
 
@@ -166,7 +168,7 @@ export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate
         // the output has ended by the time a shell settles: the follower finishes its last read
         if (Option.isSome(follower)) yield* Fiber.await(follower.value)
         yield* flush(info.id)
-        yield* Queue.offer(updates, ended(info, rows.get(info.id)!))
+        yield* updates.offer(ended(info, rows.get(info.id)!))
         rows.delete(info.id)
       })
 
@@ -186,6 +188,40 @@ export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate
     for (const info of yield* registry.list) {
       if (isActive(info.status)) yield* open(info)
     }
-    yield* Effect.forkScoped(Stream.runForEach(events, onEvent))
-    return Stream.fromQueue(updates)
+    // the registry's event stream ends after the shutdown's events: every row has had its end by then
+    yield* Effect.forkScoped(Effect.zipRight(Stream.runForEach(events, onEvent), updates.end))
+    return Mailbox.toStream(updates)
+  })
+
+/**
+ * The session updates for every shell of the registry: shells running when
+ * the stream starts, then each new one. Output is read with a cursor of the
+ * stream's own, so it takes nothing away from the agent's `bash_output`.
+ * The stream ends after the rows of the registry's shutdown; to see those,
+ * its consumer must outlive the shutdown, as `layer` does.
+ */
+export const stream = (options: StreamOptions = {}): Stream.Stream<SessionUpdate, never, ShellRegistry> =>
+  Stream.unwrapScoped(subscribe(options))
+
+/**
+ * Sends every row to `send` (an ACP connection's `sessionUpdate`) for as long
+ * as the layer lasts. Provided with the registry's layer, it is released
+ * first: it shuts the registry down, sends the rows that shutdown ends, then
+ * stops. So an editor sees every shell end, also those the host's exit
+ * stopped, with no wiring beyond
+ * `AcpShellRows.layer(send).pipe(Layer.provide(registryLayer))`. Its rows
+ * start with the shells running when it is built. Its release shuts the
+ * registry down even where the registry's own layer lives on.
+ */
+export const layer = (
+  send: (update: SessionUpdate) => Effect.Effect<void>,
+  options: StreamOptions = {}
+): Layer.Layer<never, never, ShellRegistry> =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    // subscribed before the layer is built: no shell the app starts next is missed
+    const updates = yield* subscribe(options)
+    const rows = yield* Effect.forkScoped(Stream.runForEach(updates, send))
+    // finalizers run last added first: this one, before the fork's interruption
+    yield* Effect.addFinalizer(() => Effect.zipRight(registry.shutdown, Fiber.await(rows)))
   }))

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
-import { inPidNamespace, leftovers } from "./helpers.js"
+import { call, inPidNamespace, leftovers, okText, toolsLayer } from "./helpers.js"
 
 describe("AcpShellRows.statusOf", () => {
   const cases: ReadonlyArray<readonly [ShellStatus, AcpShellRows.ToolCallStatus]> = [
@@ -105,4 +105,67 @@ describe.skipIf(!inPidNamespace)("AcpShellRows.stream over real shells (kills or
         rawOutput: { signal: "SIGTERM" }
       })
     }))
+
+  it.live("AcpShellRows.layer provided with the registry's layer: the app's release sends each running shell's shutdown row, then nothing more", () =>
+    Effect.gen(function*() {
+      const sent: Array<AcpShellRows.SessionUpdate> = []
+      const app = AcpShellRows.layer((update) => Effect.sync(() => sent.push(update)), { interval: Duration.millis(20) }).pipe(
+        Layer.provideMerge(registryLayer)
+      )
+      // a plain program under the composed layer: nothing in it knows of the rows
+      yield* Effect.gen(function*() {
+        const registry = yield* ShellRegistry
+        for (const command of ["echo serving; sleep 30", "trap '' TERM; echo stubborn; sleep 30"]) {
+          const { id } = yield* registry.start({ command }, { owner: "acp" })
+          yield* registry.output(id, { waitFor: "serving|stubborn", reader: "test" })
+        }
+      }).pipe(Effect.provide(app))
+      expect(leftovers()).toEqual([])
+      const finals = sent.filter(isFinal)
+      expect(finals.map((u) => [u.toolCallId, u.status, textOf(u)]).sort()).toEqual([
+        ["shell:s1", "completed", "serving\n[killed by SIGTERM (stopped at shutdown)]"],
+        ["shell:s2", "completed", "stubborn\n[killed by SIGKILL (stopped at shutdown)]"]
+      ])
+      // each row: created, then its output, then its end, and nothing after it
+      for (const id of ["shell:s1", "shell:s2"]) {
+        const row = sent.filter((u) => u.toolCallId === id)
+        expect(row[0]!.sessionUpdate).toBe("tool_call")
+        expect(row.findIndex(isFinal)).toBe(row.length - 1)
+      }
+      const count = sent.length
+      yield* Effect.sleep(Duration.millis(100))
+      expect(sent.length).toBe(count)
+    }))
+
+  it.live("AcpShellRows.layer beside the agent's tools: a background bash the host's exit stops ends its row as completed", () =>
+    Effect.gen(function*() {
+      const sent: Array<AcpShellRows.SessionUpdate> = []
+      const app = AcpShellRows.layer((update) => Effect.sync(() => sent.push(update))).pipe(Layer.provideMerge(toolsLayer()))
+      const started = yield* Effect.gen(function*() {
+        const started = yield* call("bash", { command: "echo dev server up; sleep 30", run_in_background: true })
+        yield* call("bash_output", { shell_id: "s1", wait_for: "up" })
+        return started
+      }).pipe(Effect.provide(app))
+      expect(okText(started)).toMatch(/^Started background shell s1 /)
+      expect(leftovers()).toEqual([])
+      expect(sent.filter(isFinal)).toEqual([{
+        sessionUpdate: "tool_call_update",
+        toolCallId: "shell:s1",
+        status: "completed",
+        content: [{ type: "content", content: { type: "text", text: "dev server up\n[killed by SIGTERM (stopped at shutdown)]" } }],
+        rawOutput: { status: "killed by SIGTERM (stopped at shutdown)", signal: "SIGTERM" }
+      }])
+    }))
+
+  it.live("the stream ends after the shutdown's rows; started after the shutdown, it is empty", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const collecting = yield* AcpShellRows.stream({ interval: Duration.millis(20) }).pipe(Stream.runCollect, Effect.fork)
+      const { id } = yield* registry.start({ command: "echo up; sleep 30" }, { owner: "acp" })
+      yield* registry.output(id, { waitFor: "up", reader: "test" })
+      yield* registry.shutdown
+      const rows = Chunk.toReadonlyArray(yield* Fiber.join(collecting))
+      expect(rows[rows.length - 1]).toMatchObject({ toolCallId: "shell:s1", status: "completed", rawOutput: { signal: "SIGTERM" } })
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(AcpShellRows.stream()))).toEqual([])
+    }).pipe(Effect.provide(registryLayer), Effect.tap(() => expect(leftovers()).toEqual([]))))
 })
