@@ -31,7 +31,9 @@ options:
   -h, --help  print this help
 
 Supervisors keep their journals and sockets in CORRAL_STATE_DIR (default
-$XDG_STATE_HOME/corral, else ~/.local/state/corral).
+$XDG_STATE_HOME/corral, else ~/.local/state/corral). Without
+CORRAL_STATE_DIR, ~/.local/state/corral is read too: an MCP client starts
+its servers without XDG_STATE_HOME.
 `
 
 const asJson = (snapshot: Snapshot, now: number) =>

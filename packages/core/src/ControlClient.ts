@@ -131,14 +131,16 @@ export class ControlError extends Data.TaggedError("ControlError")<{ readonly so
 export type FindError = InvalidShellId | NoSuchShell
 
 export interface ClientOptions {
-  /** Default: `StateDir.resolve`. */
+  /** The one directory to read; default: those of `StateDir.searched`. */
   readonly stateDir?: string | undefined
   /** How long a listing waits for each supervisor; default 3 s. */
   readonly timeout?: Duration.DurationInput | undefined
 }
 
 export class ControlClient extends Context.Tag("@corral/core/ControlClient")<ControlClient, {
+  /** The state directory; supervisors are also looked for in `searched`. */
   readonly stateDir: string
+  readonly searched: ReadonlyArray<string>
   readonly snapshot: Effect.Effect<Snapshot>
   readonly show: (id: string) => Effect.Effect<Shown, FindError | ControlError>
   /** The retained output then live output, until the shell's output ends. */
@@ -216,6 +218,13 @@ const socketNames = Effect.fn("ControlClient.socketNames")(function*(stateDir: s
   return names
 })
 
+/** A supervisor found in a state directory, by its journal or its socket. */
+interface Listed {
+  readonly dir: string
+  readonly name: string
+  readonly journal: Journal.JournalEntry | undefined
+}
+
 /** The namespace and pid a supervisor's name holds. */
 const partsOf = (name: string) => {
   const [, namespace, pid] = Journal.namePattern.exec(name)!
@@ -233,19 +242,23 @@ const stillAlive = (supervisor: Journal.Supervisor) =>
 const protocolError = (error: Http.NoAnswer | Http.Refused) =>
   new ControlError({ socket: error.socket, reason: error._tag === "NoAnswer" ? error.reason : error.body.message })
 
+/** Someone else's directory, or a link, is refused before anything in it is read. */
+const checkDir = (dir: string) => Effect.zipRight(StateDir.check(dir), StateDir.check(Journal.directory(dir)))
+
 const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
-  const stateDir = options.stateDir ?? (yield* StateDir.resolve)
-  // someone else's directory, or a link, is refused before anything in it is read
-  yield* StateDir.check(stateDir)
-  yield* StateDir.check(Journal.directory(stateDir))
+  const dirs = options.stateDir === undefined ? yield* StateDir.searched : [options.stateDir]
+  const stateDir = dirs[0]!
+  yield* checkDir(stateDir)
+  // a directory looked in besides the configured one is left out if it is refused
+  const searched = [stateDir, ...(yield* Effect.filter(dirs.slice(1), (dir) => Effect.isSuccess(checkDir(dir))))]
   const timeout = options.timeout ?? Duration.seconds(3)
   const context = yield* Effect.context<ProcessTable | Limits>()
   const namespace = yield* Effect.provide(Journal.ownNamespace, context)
 
   /** One supervisor, by name: asked over its socket, else read from its journal. */
-  const visit = (name: string, journal: Journal.JournalEntry | undefined) =>
+  const visit = ({ dir, journal, name }: Listed) =>
     Effect.gen(function*() {
-      const socket = Api.socketPath(stateDir, name)
+      const socket = Api.socketPath(dir, name)
       const answer = yield* Effect.either(Http.ask(socket, "GET", Api.routes.shells, Api.ListResponse, timeout))
       if (Either.isRight(answer)) {
         const { shells, supervisor } = answer.right
@@ -281,16 +294,16 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
       })
     }).pipe(Effect.provide(context))
 
-  /** Journals and sockets by supervisor name: each supervisor once, whichever of the two it left. */
-  const supervisors = Effect.gen(function*() {
-    const journals = new Map((yield* Journal.readAll(stateDir)).map((l) => [l.name, l.entry]))
-    const names = new Set([...journals.keys(), ...(yield* socketNames(stateDir))])
-    return { journals, names: [...names] }
-  })
+  /** Journals and sockets by supervisor name, in each directory: each supervisor once, whichever of the two it left. */
+  const supervisors = Effect.map(Effect.forEach(searched, (dir) =>
+    Effect.gen(function*() {
+      const journals = new Map((yield* Journal.readAll(dir)).map((l) => [l.name, l.entry]))
+      const names = new Set([...journals.keys(), ...(yield* socketNames(dir))])
+      return [...names].map((name): Listed => ({ dir, name, journal: journals.get(name) }))
+    })), (listed) => listed.flat())
 
   const visitAll = Effect.gen(function*() {
-    const { journals, names } = yield* supervisors
-    const found = yield* Effect.forEach(names, (name) => visit(name, journals.get(name)), { concurrency: "unbounded" })
+    const found = yield* Effect.forEach(yield* supervisors, visit, { concurrency: "unbounded" })
     return found.flatMap(Option.toArray).sort((a, b) =>
       a.view.supervisor.startedAt - b.view.supervisor.startedAt || a.view.supervisor.pid - b.view.supervisor.pid
     )
@@ -315,11 +328,10 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
       if (match === null) return yield* new InvalidShellId({ id })
       const pid = Number(match[1])
       const local = match[2]!
-      const { journals, names } = yield* supervisors
-      const candidates = names.filter((name) => partsOf(name).pid === pid)
-        .sort((a, b) => Number(partsOf(b).namespace === namespace) - Number(partsOf(a).namespace === namespace))
-      for (const name of candidates) {
-        const found = yield* visit(name, journals.get(name))
+      const candidates = (yield* supervisors).filter(({ name }) => partsOf(name).pid === pid)
+        .sort((a, b) => Number(partsOf(b.name).namespace === namespace) - Number(partsOf(a.name).namespace === namespace))
+      for (const candidate of candidates) {
+        const found = yield* visit(candidate)
         const entry = Option.flatMap(found, (f) => Option.fromNullable(f.shells.find((s) => s.info.id === local)))
         if (Option.isSome(found) && Option.isSome(entry)) return { found: found.value, entry: entry.value, local }
       }
@@ -407,5 +419,5 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
     } satisfies StoppedAll
   }).pipe(Effect.withSpan("ControlClient.stopAll"))
 
-  return ControlClient.of({ stateDir, snapshot, show, follow, stop, stopAll })
+  return ControlClient.of({ stateDir, searched, snapshot, show, follow, stop, stopAll })
 })

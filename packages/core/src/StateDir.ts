@@ -39,6 +39,22 @@ export const resolve: Effect.Effect<string> = Effect.gen(function*() {
   return path.join(Option.getOrElse(xdg, () => path.join(os.homedir(), ".local", "state")), "corral")
 }).pipe(Effect.orDie)
 
+/**
+ * Where readers of every supervisor (`corral ls`, `show`, `logs`, `stop`,
+ * `top`) look: the state directory, and also `~/.local/state/corral` where
+ * XDG_STATE_HOME moves the first elsewhere, unless CORRAL_STATE_DIR names
+ * the one directory. An MCP client starts its servers with a short
+ * environment (the MCP SDK's default: HOME, LOGNAME, PATH, SHELL, TERM and
+ * USER), so such a supervisor keeps its state under HOME whatever the
+ * user's own shell sets.
+ */
+export const searched: Effect.Effect<ReadonlyArray<string>> = Effect.gen(function*() {
+  const primary = yield* resolve
+  const explicit = yield* Config.option(Config.string("CORRAL_STATE_DIR"))
+  const underHome = path.join(os.homedir(), ".local", "state", "corral")
+  return Option.isSome(explicit) || underHome === primary ? [primary] : [primary, underHome]
+}).pipe(Effect.orDie)
+
 const codeOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 

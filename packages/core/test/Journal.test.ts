@@ -7,6 +7,7 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { Containment, Journal, Limits, ProcessTable, ShellRegistry, StateDir } from "@corral/core"
 import { afterEach, describe, expect, it } from "@effect/vitest"
@@ -183,6 +184,15 @@ describe("state directory", () => {
       }).pipe(Effect.provide(ShellRegistry.layer({ name: owner }).pipe(Layer.provide(services))), fromEnv({ CORRAL_STATE_DIR: stateDir }))
       expect(used).toBe(stateDir)
     })))
+
+  it.effect("readers also search ~/.local/state/corral when XDG_STATE_HOME moves the state directory, not when CORRAL_STATE_DIR names it", () =>
+    Effect.gen(function*() {
+      const fromEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+      const underHome = path.join(os.homedir(), ".local", "state", "corral")
+      expect(yield* StateDir.searched.pipe(fromEnv({ XDG_STATE_HOME: "/xdg" }))).toEqual(["/xdg/corral", underHome])
+      expect(yield* StateDir.searched.pipe(fromEnv({}))).toEqual([underHome])
+      expect(yield* StateDir.searched.pipe(fromEnv({ CORRAL_STATE_DIR: "/one", XDG_STATE_HOME: "/xdg" }))).toEqual(["/one"])
+    }))
 
   it.live("is not touched when crash safety is off", () =>
     Effect.scoped(Effect.gen(function*() {
