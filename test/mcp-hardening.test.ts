@@ -9,11 +9,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import type { McpProcess } from "./fixtures/mcpHarness.js"
-import { mcpServer } from "./fixtures/mcpHarness.js"
+import { isRecord, mcpServer } from "./fixtures/mcpHarness.js"
 
 const byId = (id: unknown) => (message: Record<string, unknown>) => message.id === id && !("method" in message)
-
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
 
 /** An error a model reads: a few short lines, no stack frames, no dump of an Effect error. */
 const expectShort = (text: string) => {

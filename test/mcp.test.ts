@@ -11,7 +11,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { CallToolResultSchema, ListToolsResultSchema, LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
-import { corralBin, eventually, mcpServer } from "./fixtures/mcpHarness.js"
+import { corralBin, eventually, mcpServer, schemaProblem } from "./fixtures/mcpHarness.js"
 
 /** Every line the server wrote to stdout is a JSON-RPC message. */
 const expectOnlyProtocol = (lines: ReadonlyArray<string>) => {
@@ -46,6 +46,37 @@ describe("corral mcp usage", () => {
       expect(result.stderr).toBe(message)
     })
   }
+})
+
+describe("the MCP SDK's schemas, by which the harness checks every message corral mcp sends", () => {
+  const methodOf = (id: unknown) => (({ 1: "tools/call", 2: "tools/list", 3: "ping" }) as Record<string, string>)[String(id)]
+
+  it("pass results, errors and notifications as corral sends them", () => {
+    const good: ReadonlyArray<unknown> = [
+      { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "hello" }], isError: false, _meta: { "corral/result": { exit_code: 0 } } } },
+      { jsonrpc: "2.0", id: 2, result: { tools: [{ name: "bash", inputSchema: { type: "object", properties: {}, required: [] } }] } },
+      { jsonrpc: "2.0", id: 3, result: {} },
+      { jsonrpc: "2.0", id: 1, error: { code: -32602, message: "unknown tool" } },
+      { jsonrpc: "2.0", id: null, error: { code: -32700, message: "not JSON" } },
+      { jsonrpc: "2.0", method: "notifications/message", params: { level: "notice", logger: "corral", data: { text: "shell s1 exited" } } }
+    ]
+    for (const message of good) expect(schemaProblem(message, methodOf)).toBeUndefined()
+  })
+
+  it("refuse a malformed result, error or notification, saying which", () => {
+    const bad: ReadonlyArray<readonly [unknown, RegExp]> = [
+      [{ jsonrpc: "2.0", id: 1, result: { content: [{ type: "text" }] } }, /the tools\/call result does not parse with the MCP SDK's schema/],
+      [{ jsonrpc: "2.0", id: 1, result: { isError: true } }, /a tools\/call result without content/],
+      [{ jsonrpc: "2.0", id: 2, result: { tools: [{ name: "bash" }] } }, /the tools\/list result does not parse/],
+      [{ jsonrpc: "2.0", id: 3, result: { pong: true } }, /the ping result does not parse/],
+      [{ jsonrpc: "2.0", id: 9, result: {} }, /answers no request sent \(id 9\)/],
+      [{ jsonrpc: "2.0", id: 1, error: { code: "bad" } }, /the error does not parse/],
+      [{ jsonrpc: "2.0", method: "notifications/message", params: { data: "no level" } }, /the notification does not parse/],
+      [{ jsonrpc: "2.0", method: "notifications/made_up" }, /the notification does not parse/],
+      [[], /not a JSON-RPC message/]
+    ]
+    for (const [message, problem] of bad) expect({ message, problem: schemaProblem(message, methodOf) }).toEqual({ message, problem: expect.stringMatching(problem) })
+  })
 })
 
 describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exiting orphan processes: needs the PID namespace of npm test)", () => {
