@@ -57,6 +57,22 @@ const expected = {
   tools: ["hello from a tool"]
 }
 
+/** The `npx corral ...` lines of the bin's README example, as a user copies them (comments dropped). */
+const cliExamples = () => {
+  const readme = readFileSync(join(root, "packages", "cli", "README.md"), "utf8")
+  return [...readme.matchAll(/```sh\n([\s\S]*?)```/g)]
+    .flatMap((m) => m[1].split("\n"))
+    .filter((line) => line.startsWith("npx corral "))
+    .map((line) => line.replace(/\s+#.*$/, ""))
+}
+
+/** What each of those does when it works, by subcommand: run with stdin at its end, as a script would. */
+const cliExpected = {
+  run: (r) => r.status === 124 && /stopped group/.test(r.out),
+  mcp: (r) => r.status === 0 && r.stdout === "",
+  ls: (r) => r.status === 0 && r.stdout === "no background shells\n"
+}
+
 try {
   const packed = run("npm", ["pack", "--pack-destination", tarballs, ...packages.flatMap((p) => ["--workspace", `packages/${p}`])], root)
   const files = readdirSync(tarballs).filter((f) => f.endsWith(".tgz")).map((f) => join(tarballs, f))
@@ -97,8 +113,13 @@ try {
 
   const help = run("npx", ["--no-install", "corral", "run", "--help"], app, 60_000)
   check("npx corral run --help", help.status === 0 && /corral run/.test(help.out), describeRun(help))
-  const timedOut = run("npx", ["--no-install", "corral", "run", "--verbose", "--timeout", "2s", "--", "sh", "-c", "sleep 30 & sleep 30"], app, 60_000)
-  check("npx corral run --verbose --timeout 2s -- sh -c 'sleep 30 & sleep 30': exit 124, group stopped", timedOut.status === 124 && /stopped group/.test(timedOut.out), describeRun(timedOut))
+  const commands = cliExamples()
+  const subcommands = commands.map((line) => line.split(/\s+/)[2])
+  check(`packages/cli/README.md has corral ${subcommands.join(", ")}`, subcommands.join() === Object.keys(cliExpected).join(), commands.join("\n"))
+  for (const line of commands) {
+    const r = run("sh", ["-c", line.replace(/^npx /, "npx --no-install ")], app, 60_000)
+    check(`${line} (README)`, cliExpected[line.split(/\s+/)[2]]?.(r) === true, describeRun(r))
+  }
 } catch (error) {
   check("install test", false, String(error?.stack ?? error))
 } finally {
