@@ -17,6 +17,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { inPidNamespace, taggedProcesses } from "../packages/tools/test/helpers.js"
 import { corralBin, eventually } from "./fixtures/mcpHarness.js"
+import { decodeListing } from "./fixtures/surfaceProcesses.js"
 
 /** A fresh HOME for the scope, removed after it. */
 const tempHome = Effect.acquireRelease(
@@ -53,11 +54,6 @@ const ordinaryShellEnv = (home: string, xdgStateHome?: string) => {
 const corralFrom = (home: string, args: ReadonlyArray<string>, xdgStateHome?: string) =>
   spawnSync(process.execPath, [corralBin, ...args], { encoding: "utf8", env: ordinaryShellEnv(home, xdgStateHome) })
 
-interface Listing {
-  readonly supervisors: ReadonlyArray<{ readonly state: string; readonly supervisor: { readonly pid: number; readonly name: string } }>
-  readonly shells: ReadonlyArray<{ readonly id: string; readonly reach: string; readonly info: { readonly command: string } }>
-}
-
 describe.skipIf(!inPidNamespace)("corral mcp started by the MCP SDK's StdioClientTransport with no env, as Claude Code starts it (needs the PID namespace of npm test)", () => {
   it.scopedLive("keeps its state in ~/.local/state/corral, where corral ls, show and stop from the user's own shell find it and its shells", () =>
     Effect.gen(function*() {
@@ -90,12 +86,12 @@ describe.skipIf(!inPidNamespace)("corral mcp started by the MCP SDK's StdioClien
       // the user's own shell: no CORRAL_STATE_DIR, an XDG_RUNTIME_DIR, the same HOME
       yield* eventually("corral ls to list the shell", () => {
         const ls = corralFrom(home, ["ls", "--json"])
-        return ls.status === 0 && (JSON.parse(ls.stdout) as Listing).shells.length === 1
+        return ls.status === 0 && decodeListing(ls.stdout).shells.length === 1
       })
       // and one whose profile sets XDG_STATE_HOME, which the server never saw
       const xdg = path.join(home, "xdg-state")
       for (const xdgStateHome of [undefined, xdg]) {
-        const listing = JSON.parse(corralFrom(home, ["ls", "--json"], xdgStateHome).stdout) as Listing
+        const listing = decodeListing(corralFrom(home, ["ls", "--json"], xdgStateHome).stdout)
         expect(listing.supervisors.map((s) => [s.state, s.supervisor.pid, s.supervisor.name])).toEqual([["live", pid, "claude-code"]])
         expect(listing.shells.map((s) => [s.id, s.reach, s.info.command])).toEqual([[`${pid}:s1`, "live", "echo serving from $HOME; sleep 30"]])
         expect(corralFrom(home, ["show", `${pid}:s1`], xdgStateHome).stdout).toContain(`serving from ${home}`)

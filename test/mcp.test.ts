@@ -12,6 +12,7 @@ import { CallToolResultSchema, ListToolsResultSchema, LoggingMessageNotification
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import { corralBin, eventually, mcpServer, schemaProblem } from "./fixtures/mcpHarness.js"
+import { decodeListing } from "./fixtures/surfaceProcesses.js"
 
 /** Every line the server wrote to stdout is a JSON-RPC message. */
 const expectOnlyProtocol = (lines: ReadonlyArray<string>) => {
@@ -107,7 +108,7 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
   /** The supervisors `corral ls --json` finds in a server's state directory. */
   const supervisorNames = (stateDir: string): ReadonlyArray<string> => {
     const ls = spawnSync(process.execPath, [corralBin, "ls", "--json"], { encoding: "utf8", env: { ...process.env, CORRAL_STATE_DIR: stateDir } })
-    return (JSON.parse(ls.stdout) as { supervisors: ReadonlyArray<{ supervisor: { name: string } }> }).supervisors.map((s) => s.supervisor.name)
+    return decodeListing(ls.stdout).supervisors.map((s) => s.supervisor.name)
   }
 
   it.scopedLive("is named after its MCP client in corral ls, show and top, unless --name says otherwise", () =>

@@ -9,6 +9,7 @@
 import { execFileSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { dirname, join, normalize } from "node:path"
+import * as Schema from "effect/Schema"
 import { describe, expect, it } from "vitest"
 
 const root = join(import.meta.dirname, "..")
@@ -23,13 +24,18 @@ interface Manifest {
 
 const manifest = (pkg: string): Manifest => JSON.parse(readFileSync(join(root, "packages", pkg, "package.json"), "utf8"))
 
+/** `npm pack --json`: one entry per package packed, with its files. */
+const decodePacked = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.Struct({ files: Schema.Array(Schema.Struct({ path: Schema.String })) }))))
+
+const decodeSourceMap = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ sources: Schema.Array(Schema.String) })))
+
 const packedFiles = (pkg: string): ReadonlyArray<string> => {
   const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
     cwd: join(root, "packages", pkg),
     encoding: "utf8",
     env: { ...process.env, npm_config_update_notifier: "false" }
   })
-  return (JSON.parse(out) as ReadonlyArray<{ files: ReadonlyArray<{ path: string }> }>)[0]!.files.map((f) => f.path)
+  return decodePacked(out)[0]!.files.map((f) => f.path)
 }
 
 const publicModules = (pkg: string) =>
@@ -64,7 +70,7 @@ describe.each(["core", "tools"] as const)("the @corral/%s library tarball", (pkg
 
   it("ships a source map only with the sources it names", () => {
     const missing = files.filter((f) => f.endsWith(".map")).flatMap((map) => {
-      const { sources } = JSON.parse(readFileSync(join(root, "packages", pkg, map), "utf8")) as { sources: ReadonlyArray<string> }
+      const { sources } = decodeSourceMap(readFileSync(join(root, "packages", pkg, map), "utf8"))
       return sources.map((source) => normalize(join(dirname(map), source))).filter((source) => !files.includes(source))
     })
     expect(missing).toEqual([])

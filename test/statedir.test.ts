@@ -21,7 +21,8 @@ import {
   readOnlyReason
 } from "../packages/core/test/fixtures/stateDir.js"
 import { eventually, mcpServer } from "./fixtures/mcpHarness.js"
-import { corral, stateDir } from "./fixtures/surfaceProcesses.js"
+import type { Announcement } from "./fixtures/surfaceProcesses.js"
+import { corral, decodeAnnouncement, decodeListing, stateDir } from "./fixtures/surfaceProcesses.js"
 
 const supervisors = (dir: string) => path.join(dir, "supervisors")
 
@@ -122,11 +123,6 @@ describe.skipIf(!canMakeReadOnly)(`corral mcp where nothing can be written ${rea
 
 const supervisorScript = fileURLToPath(new URL("./fixtures/surface-supervisor.mjs", import.meta.url))
 
-interface Announced {
-  readonly pid: number
-  readonly socket: string
-}
-
 /**
  * A surface supervisor as PID 1 of a PID namespace of its own, in the state
  * directory `dir`. Closing its stdin shuts it down cleanly; the scope kills
@@ -143,13 +139,13 @@ const namespacedSupervisor = (dir: string, name: string) =>
       ),
       (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
     )
-    const ready = yield* Deferred.make<Announced>()
+    const ready = yield* Deferred.make<typeof Announcement.Type>()
     let out = ""
     let err = ""
     child.stdout.on("data", (bytes: Buffer) => {
       out += bytes.toString()
       const line = /^READY (.*)$/m.exec(out)
-      if (line !== null) Deferred.unsafeDone(ready, Effect.succeed(JSON.parse(line[1]!) as Announced))
+      if (line !== null) Deferred.unsafeDone(ready, decodeAnnouncement(line[1]!))
     })
     child.stderr.on("data", (bytes: Buffer) => (err += bytes.toString()))
     child.once("exit", (code) => Deferred.unsafeDone(ready, Effect.dieMessage(`supervisor ${name} exited (${code}): ${err}`)))
@@ -165,10 +161,7 @@ const namespacedSupervisor = (dir: string, name: string) =>
 const listed = (dir: string) =>
   Effect.map(corral(dir, ["ls", "--json"]), (done) => {
     expect(done.code).toBe(0)
-    return JSON.parse(done.stdout) as {
-      readonly supervisors: ReadonlyArray<{ readonly state: string; readonly socket: string }>
-      readonly shells: ReadonlyArray<{ readonly id: string; readonly reach: string }>
-    }
+    return decodeListing(done.stdout)
   })
 
 describe.skipIf(!isRoot)("supervisors of different PID namespaces in one state directory (as root: unshare --pid)", () => {

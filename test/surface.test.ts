@@ -10,7 +10,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type { SupervisorProcess } from "./fixtures/surfaceProcesses.js"
-import { carrying, corral, isAlive, piped, spawnCorral, stateDir, supervisor, waitFor, watcherOf } from "./fixtures/surfaceProcesses.js"
+import { carrying, corral, decodeListing, isAlive, piped, spawnCorral, stateDir, supervisor, waitFor, watcherOf } from "./fixtures/surfaceProcesses.js"
 
 /**
  * A supervisor's watcher outlives it by a moment and is then reparented to
@@ -20,14 +20,7 @@ import { carrying, corral, isAlive, piped, spawnCorral, stateDir, supervisor, wa
 const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
 const supervising = inPidNamespace ? describe : describe.skip
 
-interface LsShell {
-  readonly id: string
-  readonly reach: string
-  readonly info: { readonly status: { readonly _tag: string } }
-}
-
-const listed = (dir: string) =>
-  Effect.map(corral(dir, ["ls", "--json"]), (done) => (JSON.parse(done.stdout) as { shells: ReadonlyArray<LsShell> }).shells)
+const listed = (dir: string) => Effect.map(corral(dir, ["ls", "--json"]), (done) => decodeListing(done.stdout).shells)
 
 /** Waits until `corral ls --json` shows the shell with the status. */
 const untilStatus = (dir: string, id: string, status: string) =>

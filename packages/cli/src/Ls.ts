@@ -3,11 +3,11 @@
  * every corral supervisor (an MCP server, or any program that composes the
  * registry with its control endpoint).
  */
-import type { Snapshot } from "@corral/core/ControlClient"
-import { ControlClient } from "@corral/core/ControlClient"
+import { ControlClient, ShellEntry, Snapshot } from "@corral/core/ControlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { writeOut } from "./internal/stdio.js"
 import * as Table from "./internal/table.js"
 import * as TableCommand from "./internal/tableCommand.js"
@@ -36,15 +36,19 @@ CORRAL_STATE_DIR, ~/.local/state/corral is read too: an MCP client starts
 its servers without XDG_STATE_HOME.
 `
 
+/** `--json`: the snapshot, each shell with how long it has run (or ran). */
+const LsJson = Schema.Struct({
+  supervisors: Snapshot.fields.supervisors,
+  shells: Schema.Array(Schema.extend(ShellEntry, Schema.Struct({ elapsedMs: Schema.Number })))
+})
+
+const encodeJson = Schema.encodeSync(Schema.parseJson(LsJson, { space: 2 }))
+
 const asJson = (snapshot: Snapshot, now: number) =>
-  JSON.stringify(
-    {
-      supervisors: snapshot.supervisors,
-      shells: snapshot.shells.map((entry) => ({ ...entry, elapsedMs: Table.elapsedMs(entry, now) }))
-    },
-    null,
-    2
-  ) + "\n"
+  encodeJson({
+    supervisors: snapshot.supervisors,
+    shells: snapshot.shells.map((entry) => ({ ...entry, elapsedMs: Table.elapsedMs(entry, now) }))
+  }) + "\n"
 
 const asTable = (snapshot: Snapshot, now: number) => {
   const notes = Table.problems(snapshot.supervisors)

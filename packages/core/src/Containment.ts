@@ -39,8 +39,9 @@ import * as Cgroup from "./internal/cgroup.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { Limits } from "./Limits.js"
 import { isGone, ProcessTable } from "./ProcessTable.js"
+import { backends } from "./internal/backends.js"
 
-export const backends = ["cgroup", "pidns", "procScan"] as const
+export { backends } from "./internal/backends.js"
 export type Backend = (typeof backends)[number]
 
 /** Where one shell is held. */

@@ -19,6 +19,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as GroupStop from "./GroupStop.js"
 import * as Api from "./internal/controlApi.js"
@@ -28,44 +29,51 @@ import { Limits } from "./Limits.js"
 import { ProcessTable } from "./ProcessTable.js"
 import * as StateDir from "./StateDir.js"
 
-/** `ShellRegistry.ShellInfo` as a supervisor reported it. */
-type ShellInfo = typeof Api.ShellInfo.Type
-export type Supervisor = typeof Api.Supervisor.Type
-export type StopReport = typeof Api.StopReport.Type
+import { ShellInfo, Supervisor } from "./Shell.js"
+import type { StopReport } from "./Shell.js"
 
-export type SupervisorState =
+export type { StopReport, Supervisor } from "./Shell.js"
+
+export const SupervisorState = Schema.Literal(
   /** It answered over its socket. */
-  | "live"
+  "live",
   /** Its process is gone; its shells that still run are orphans. */
-  | "dead"
+  "dead",
   /**
    * Its process is alive but did not answer, or it runs in another PID
    * namespace; its shells are as its journal last recorded them.
    */
-  | "unreachable"
+  "unreachable"
+)
+export type SupervisorState = typeof SupervisorState.Type
 
-export interface SupervisorView {
-  readonly supervisor: Supervisor
-  readonly socket: string
-  readonly state: SupervisorState
+export const SupervisorView = Schema.Struct({
+  supervisor: Supervisor,
+  socket: Schema.String,
+  state: SupervisorState,
   /** Why an unreachable supervisor did not answer. */
-  readonly problem?: string | undefined
-}
+  problem: Schema.optional(Schema.String)
+})
+export interface SupervisorView extends Schema.Schema.Type<typeof SupervisorView> {}
 
-export type Reach = "live" | "orphaned" | "unreachable"
+export const Reach = Schema.Literal("live", "orphaned", "unreachable")
+export type Reach = typeof Reach.Type
 
-export interface ShellEntry {
+export const ShellEntry = Schema.Struct({
   /** `<supervisor pid>:<registry id>`. */
-  readonly id: string
-  readonly supervisor: Supervisor
-  readonly reach: Reach
-  readonly info: ShellInfo
-}
+  id: Schema.String,
+  supervisor: Supervisor,
+  reach: Reach,
+  info: ShellInfo
+})
+export interface ShellEntry extends Schema.Schema.Type<typeof ShellEntry> {}
 
-export interface Snapshot {
-  readonly supervisors: ReadonlyArray<SupervisorView>
-  readonly shells: ReadonlyArray<ShellEntry>
-}
+/** Every supervisor found, and all their shells: what `corral ls --json` prints. */
+export const Snapshot = Schema.Struct({
+  supervisors: Schema.Array(SupervisorView),
+  shells: Schema.Array(ShellEntry)
+})
+export interface Snapshot extends Schema.Schema.Type<typeof Snapshot> {}
 
 export interface Shown {
   readonly entry: ShellEntry

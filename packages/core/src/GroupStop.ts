@@ -9,49 +9,25 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { Limits } from "./Limits.js"
+import type { ContainmentBackend } from "./Shell.js"
+import type { StopTarget as StopTargetSchema } from "./internal/watcherMessage.js"
 import type { Live, Membership } from "./internal/membership.js"
 import type { ProcessInfo, Signal } from "./ProcessTable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
-/** What identifies a shell corral started, and guards against PID reuse. Serializable: the watcher and journal carry it. */
-export interface StopTarget {
-  readonly pgid: number
-  readonly sid: number
-  /** Process-table time at or before the group's birth; older processes are never members. */
-  readonly startTime: number
-  /** `CORRAL_SHELL_ID` of the group, used to find processes that left the session. */
-  readonly shellId?: string | undefined
-  /** The shell's own cgroup (absolute path) when it is held in one: then membership is exact. */
-  readonly cgroup?: string | undefined
-  /** Set when the leader (`unshare`) holds the shell in a PID namespace of its own. */
-  readonly pidns?: true | undefined
-}
+/** What identifies a shell corral started, and guards against PID reuse: declared once, as the schema the watcher carries it in. */
+export type StopTarget = typeof StopTargetSchema.Type
 
-export type Backend = "cgroup" | "pidns" | "procScan"
+export type Backend = typeof ContainmentBackend.Type
 
 // membership decides these, so they live beside it; they are part of the stop's surface all the same
 export { backendOf, pidnsLeaderSurvives } from "./internal/membership.js"
 import { backendOf } from "./internal/membership.js"
 
-export interface StopReport {
-  readonly pgid: number
-  /** How membership was known: `cgroup` or `pidns` (exact), or `procScan` (group, session, tag and descendants). */
-  readonly containment: Backend
-  readonly signals: Readonly<Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>>
-  /** Whether anything needed SIGKILL. */
-  readonly escalated: boolean
-  /** Processes that were still alive when the grace ran out, or found later: each needed SIGKILL. */
-  readonly killed: number
-  /** From the stop's start until this group was empty (or the stop gave up on it); groups stopped together each have their own. */
-  readonly durationMs: number
-  /** Live processes when the stop began. */
-  readonly members: number
-  /** Pids still alive when the kill loop gave up (uninterruptible sleep, or no permission). */
-  readonly survivors: ReadonlyArray<number>
-  /** Pids that had left the session (`setsid`), found by their tag or their parent and signalled by pid. */
-  readonly escaped: ReadonlyArray<number>
-}
+/** How one group's stop went: declared once, as a schema, in Shell.ts. */
+export type { StopReport } from "./Shell.js"
+import type { StopReport } from "./Shell.js"
 
 export interface StopOptions {
   readonly grace?: Duration.DurationInput | undefined

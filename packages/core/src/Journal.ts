@@ -18,15 +18,17 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import type { StopReport, StopTarget } from "./GroupStop.js"
+import type { StopTarget } from "./GroupStop.js"
 import * as GroupStop from "./GroupStop.js"
 import { isGone, ProcessTable } from "./ProcessTable.js"
+import * as Shell from "./Shell.js"
+import type { StopReport } from "./Shell.js"
 import * as StateDir from "./StateDir.js"
 
 /** Bumped when the format changes; journals of other versions are set aside. */
 export const version = 2
 
-const Pid = Schema.Int.pipe(Schema.between(1, 2 ** 22))
+const Pid = Shell.Pid
 
 export const JournalShell = Schema.Struct({
   /** The registry's id, `s1`. */
@@ -50,17 +52,15 @@ export const JournalShell = Schema.Struct({
 })
 export interface JournalShell extends Schema.Schema.Type<typeof JournalShell> {}
 
+/** The supervisor as `corral ls` shows it (`Shell.Supervisor`), and what its journal needs besides. */
 export const Supervisor = Schema.Struct({
-  pid: Pid,
+  ...Shell.Supervisor.fields,
   /** Set when another registry was already alive in the same process. */
   instance: Schema.optional(Schema.Int.pipe(Schema.between(1, 999_999))),
-  startTime: Schema.Number,
   /** The user it ran as: only processes of this uid are ever signalled on its behalf. */
   uid: Schema.Int.pipe(Schema.nonNegative()),
   /** The inode of its PID namespace (`/proc/self/ns/pid`), 0 where unknown. */
   pidns: Schema.Int.pipe(Schema.nonNegative()),
-  name: Schema.String,
-  startedAt: Schema.Number,
   socket: Schema.optional(Schema.String)
 })
 export interface Supervisor extends Schema.Schema.Type<typeof Supervisor> {}
@@ -104,11 +104,14 @@ const checkedName = (name: string) => {
 
 export const fileOf = (stateDir: string, name: string) => path.join(directory(stateDir), `${checkedName(name)}.json`)
 
+const encodeEntry = Schema.encodeSync(Schema.parseJson(JournalEntry))
+
 /** Writes a supervisor's journal; `directory(stateDir)` must exist (`StateDir.ensure`). */
 export const write = (stateDir: string, entry: JournalEntry): Effect.Effect<void, JournalWriteError> => {
   const file = fileOf(stateDir, nameOf(entry.supervisor))
   return Effect.try({
-    try: () => StateDir.writePrivate(file, JSON.stringify(entry)),
+    // encoded through the schema it is read with: what is written is what a reader accepts
+    try: () => StateDir.writePrivate(file, encodeEntry(entry)),
     catch: (error) => new JournalWriteError({ path: file, reason: StateDir.reasonOf(error, path.dirname(file)) })
   })
 }

@@ -62,9 +62,9 @@ export interface Stdio {
   readonly stderr: Readable | null
 }
 
-export type ExitStatus =
-  | { readonly _tag: "Exited"; readonly code: number }
-  | { readonly _tag: "Signaled"; readonly signal: NodeJS.Signals }
+/** How the leader ended: declared once, as a schema, in Shell.ts. */
+export type { ExitStatus } from "./Shell.js"
+import type { ExitStatus } from "./Shell.js"
 
 export class EmptyCommand extends Data.TaggedError("EmptyCommand")<{}> {
   override get message() {

@@ -22,7 +22,6 @@ import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
-import type { StopReport } from "./GroupStop.js"
 import * as Journal from "./Journal.js"
 import { Limits } from "./Limits.js"
 import type { ExitStatus, ProcessGroupError, SpawnSpec } from "./ProcessGroup.js"
@@ -36,37 +35,10 @@ import * as Watcher from "./Watcher.js"
 import * as RegistryJournal from "./internal/registryJournal.js"
 import * as ShellOutput from "./internal/shellOutput.js"
 
-/** Who ended a shell that corral stopped. */
-export type StopCause = "request" | "lifetime" | "shutdown"
-
-export type ShellStatus =
-  | { readonly _tag: "Running" }
-  /** The leader exited but members of its group still run. */
-  | { readonly _tag: "Lingering"; readonly exit: ExitStatus; readonly members: number }
-  | { readonly _tag: "Stopping"; readonly by: StopCause }
-  | { readonly _tag: "Exited"; readonly code: number }
-  /** `by` is absent when the signal came from outside corral. */
-  | { readonly _tag: "Killed"; readonly signal: string; readonly by?: StopCause | undefined }
-
-export const isActive = (status: ShellStatus) =>
-  status._tag === "Running" || status._tag === "Lingering" || status._tag === "Stopping"
-
-export interface ShellInfo {
-  readonly id: string
-  /** `CORRAL_SHELL_ID` of its processes, unique across supervisors: `<supervisor pid>:<id>`. */
-  readonly tag: string
-  readonly pid: number
-  readonly command: string
-  readonly cwd: string
-  readonly name?: string | undefined
-  readonly owner: string
-  /** How its processes are held (absent in journals of older versions). */
-  readonly containment?: "cgroup" | "pidns" | "procScan" | undefined
-  /** Epoch milliseconds (the registry's `Clock`). */
-  readonly startedAt: number
-  readonly endedAt?: number | undefined
-  readonly status: ShellStatus
-}
+// declared once, as schemas, in Shell.ts; the registry's surface all the same
+export { isActive, ShellInfo, ShellStatus, StopCause } from "./Shell.js"
+import type { ShellInfo, ShellStatus, StopCause, StopReport } from "./Shell.js"
+import { isActive } from "./Shell.js"
 
 export type ShellEvent =
   | { readonly _tag: "Started"; readonly info: ShellInfo }

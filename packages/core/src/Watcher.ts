@@ -13,12 +13,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
+import type * as Message from "./internal/watcherMessage.js"
 import { Limits } from "./Limits.js"
 
 /** Targets are known by key: an add of the same key replaces what the watcher knew. */
-export type WatcherMessage =
-  | { readonly op: "add"; readonly key: string; readonly target: StopTarget }
-  | { readonly op: "remove"; readonly key: string }
+export type WatcherMessage = typeof Message.WatcherMessage.Type
 
 /**
  * The watcher of this supervisor. `ProcessGroup.spawn` uses it when it is
@@ -70,7 +69,8 @@ const startProcess = (args: string): ChildProcess => {
   return child
 }
 
-const lineOf = (message: WatcherMessage) => JSON.stringify(message) + "\n"
+// the schema's encoded form is its type (no transformation): JSON.stringify is its encoding, without loading Schema here
+const lineOf = (message: typeof Message.WatcherMessage.Encoded) => JSON.stringify(message) + "\n"
 
 const write = (child: ChildProcess, lines: string) => {
   if (lines !== "" && child.stdin!.writable) child.stdin!.write(lines)
@@ -123,7 +123,7 @@ export const make = Effect.gen(function*() {
     grace: Duration.toMillis(limits.grace),
     killTimeout: Duration.toMillis(limits.killTimeout),
     killInterval: Duration.toMillis(limits.killInterval)
-  })
+  } satisfies typeof Message.WatcherLimits.Encoded)
   // what the watcher was told, for a replacement, and what it is yet to be told;
   // every change to them, and to `current`, is one synchronous step
   const watched = new Map<string, StopTarget>()

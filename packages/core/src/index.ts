@@ -76,6 +76,13 @@ export * from "./ProcessTable.js"
 export * as Journal from "./Journal.js"
 
 /**
+ * What corral reports about a shell, one Schema per type: `ShellInfo`, `ShellStatus`, `StopReport`, `Supervisor`, ...
+ *
+ * @since 0.1.0
+ */
+export * from "./Shell.js"
+
+/**
  * The registry of background shells: ids, limits, lifetime, output, events and ownership.
  *
  * @since 0.1.0

@@ -25,6 +25,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { pipe } from "effect/Function"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { environOf, groupContainment, inPidNamespace, isAlive, kernelProcesses, waitFor } from "./helpers.js"
 
@@ -113,7 +114,7 @@ describe("CorralCommandExecutor: the stock executor's behaviour", () => {
         )
       )
       // the cgroup backend's sh wrapper adds PWD
-      const keys = (JSON.parse(alone) as Array<string>).filter((key) => key !== "PWD")
+      const keys = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.String)))(alone).filter((key) => key !== "PWD")
       expect(keys).toEqual(["CORRAL_SHELL_ID", "CORRAL_SHELL_IDS", "EXPLICIT"])
     })))
 

@@ -14,6 +14,7 @@ import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
@@ -50,8 +51,9 @@ afterEach(() => Effect.runPromise(nothingLeft(ownShellPrefix, process.pid)))
 
 const modeOf = (file: string) => fs.statSync(file).mode & 0o777
 
-const readJournal = (stateDir: string, pid: number) =>
-  JSON.parse(fs.readFileSync(Journal.fileOf(stateDir, nameFor(pid)), "utf8")) as Journal.JournalEntry
+const decodeJournal = Schema.decodeUnknownSync(Schema.parseJson(Journal.JournalEntry))
+
+const readJournal = (stateDir: string, pid: number) => decodeJournal(fs.readFileSync(Journal.fileOf(stateDir, nameFor(pid)), "utf8"))
 
 const journalOf = (stateDir: string, pid: number, namespace = ownPidNamespace) => Journal.fileOf(stateDir, nameFor(pid, namespace))
 

@@ -6,26 +6,30 @@
  */
 import { execFile, spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import type { GroupStop } from "@corral/core"
+import { StopReport } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 
 const fixture = fileURLToPath(new URL("./fixtures/zombies-under-node-init.mjs", import.meta.url))
 
 // Creating a PID namespace needs root (or user namespaces) and unshare(1).
 const canUnshare = spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" }).status === 0
 
-interface FixtureResult {
-  readonly pid: number
-  readonly report: GroupStop.StopReport
-  readonly elapsedMs: number
-  readonly session: ReadonlyArray<{ readonly pid: number; readonly state: string; readonly ppid: number }>
-}
+/** The fixture's last line. */
+const FixtureResult = Schema.Struct({
+  pid: Schema.Number,
+  report: StopReport,
+  elapsedMs: Schema.Number,
+  session: Schema.Array(Schema.Struct({ pid: Schema.Number, state: Schema.String, ppid: Schema.Number }))
+})
 
-const runFixture = Effect.async<FixtureResult, Error>((resume) => {
+const decodeResult = Schema.decodeUnknownEither(Schema.parseJson(FixtureResult))
+
+const runFixture = Effect.async<typeof FixtureResult.Type, Error>((resume) => {
   execFile("unshare", ["--pid", "--fork", "--mount-proc", process.execPath, fixture], { timeout: 20_000 }, (error, stdout, stderr) => {
     if (error) return resume(Effect.fail(new Error(`fixture failed: ${error.message}\n${stderr}`)))
-    resume(Effect.try({ try: () => JSON.parse(stdout.trim().split("\n").at(-1)!) as FixtureResult, catch: (e) => new Error(`${e}: ${stdout}`) }))
+    resume(Effect.mapError(decodeResult(stdout.trim().split("\n").at(-1)!), (e) => new Error(`${e.message}: ${stdout}`)))
   })
 })
 

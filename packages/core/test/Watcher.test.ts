@@ -72,6 +72,8 @@ describe("watcher protocol", () => {
       yield* Effect.sync(() => watcher.stdin!.write(toldMessage.slice(0, 10)))
       yield* realSleep(50)
       yield* Effect.sync(() => watcher.stdin!.write(toldMessage.slice(10)))
+      // a line that is not a message is skipped: the others are still watched
+      yield* Effect.sync(() => watcher.stdin!.write(`not json\n${JSON.stringify({ op: "add", key: "bad", target: { pgid: "x" } })}\n`))
       yield* send(watcher, { op: "add", key: "toldIgnoringTerm", target: targetOf(toldIgnoringTerm) })
       yield* send(watcher, { op: "add", key: "forgotten", target: targetOf(forgotten) })
       yield* send(watcher, { op: "remove", key: "forgotten" })

@@ -6,6 +6,7 @@
 import * as path from "node:path"
 import * as Schema from "effect/Schema"
 import * as Journal from "../Journal.js"
+import { ShellInfo, StopReport, Supervisor } from "../Shell.js"
 
 /** Bumped when a route or body changes incompatibly. */
 export const version = "v1"
@@ -30,56 +31,6 @@ export const maxSocketPathBytes = 107
 export const localIdPattern = /^s[1-9][0-9]{0,8}$/
 
 export const LocalId = Schema.String.pipe(Schema.pattern(localIdPattern))
-
-const StopCause = Schema.Literal("request", "lifetime", "shutdown")
-
-const ExitStatus = Schema.Union(
-  Schema.TaggedStruct("Exited", { code: Schema.Number }),
-  Schema.TaggedStruct("Signaled", { signal: Schema.String })
-)
-
-export const ShellStatus = Schema.Union(
-  Schema.TaggedStruct("Running", {}),
-  Schema.TaggedStruct("Lingering", { exit: ExitStatus, members: Schema.Number }),
-  Schema.TaggedStruct("Stopping", { by: StopCause }),
-  Schema.TaggedStruct("Exited", { code: Schema.Number }),
-  Schema.TaggedStruct("Killed", { signal: Schema.String, by: Schema.optional(StopCause) })
-)
-
-export const ShellInfo = Schema.Struct({
-  id: Schema.String,
-  tag: Schema.String,
-  pid: Schema.Number,
-  command: Schema.String,
-  cwd: Schema.String,
-  name: Schema.optional(Schema.String),
-  owner: Schema.String,
-  containment: Schema.optional(Schema.Literal("cgroup", "pidns", "procScan")),
-  startedAt: Schema.Number,
-  endedAt: Schema.optional(Schema.Number),
-  status: ShellStatus
-})
-
-export const Supervisor = Schema.Struct({
-  pid: Schema.Number,
-  startTime: Schema.Number,
-  name: Schema.String,
-  startedAt: Schema.Number
-})
-
-const Signals = Schema.Struct({ SIGTERM: Schema.Number, SIGCONT: Schema.Number, SIGKILL: Schema.Number })
-
-export const StopReport = Schema.Struct({
-  pgid: Schema.Number,
-  containment: Schema.Literal("cgroup", "pidns", "procScan"),
-  signals: Signals,
-  escalated: Schema.Boolean,
-  killed: Schema.Number,
-  durationMs: Schema.Number,
-  members: Schema.Number,
-  survivors: Schema.Array(Schema.Number),
-  escaped: Schema.Array(Schema.Number)
-})
 
 export const ListResponse = Schema.Struct({
   supervisor: Supervisor,

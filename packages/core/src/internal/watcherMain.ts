@@ -8,7 +8,6 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { StopTarget } from "../GroupStop.js"
-import type { WatcherMessage } from "../Watcher.js"
 
 // Reading stdin starts at once; the stop code loads meanwhile, and a clean
 // shutdown (EOF with nothing announced) exits without waiting for it.
@@ -22,6 +21,10 @@ const stopCode = Promise.all([
   import("./cgroup.js")
 ])
 
+// the supervisor's lines are decoded with the schema it encodes them with, once it is loaded; until then they wait in order
+const decoding = import("./watcherMessage.js")
+let decoded: Promise<unknown> = decoding
+
 // stdout tells the supervisor once the stop code is in: from then on a stop starts at once
 void stopCode.then(() => {
   try {
@@ -31,7 +34,6 @@ void stopCode.then(() => {
   }
 })
 
-const limits = JSON.parse(process.argv[2] ?? "{}") as Record<string, number>
 const targets = new Map<string, StopTarget>()
 let pending = ""
 
@@ -42,22 +44,30 @@ process.stdin.setEncoding("utf8")
 process.stdin.on("data", (text: string) => {
   const lines = (pending + text).split("\n")
   pending = lines.pop()!
-  for (const line of lines) {
-    if (line === "") continue
-    const message = JSON.parse(line) as WatcherMessage
-    if (message.op === "add") targets.set(message.key, message.target)
-    else targets.delete(message.key)
-  }
+  decoded = Promise.all([decoding, decoded]).then(([{ decodeMessage }]) => {
+    for (const line of lines) {
+      if (line === "") continue
+      const message = decodeMessage(line)
+      if (message._tag === "None") continue
+      if (message.value.op === "add") targets.set(message.value.key, message.value.target)
+      else targets.delete(message.value.key)
+    }
+  })
 })
 process.stdin.on("end", async () => {
+  await decoded
   if (targets.size === 0) process.exit(0)
-  const [Duration, Effect, Layer, { stopGroups }, { defaults, Limits }, { ProcessTable }, Cgroup] = await stopCode
+  const [[Duration, Effect, Layer, { stopGroups }, { defaults, Limits }, { ProcessTable }, Cgroup], { decodeLimits }] = await Promise.all([
+    stopCode,
+    decoding
+  ])
+  const limits = decodeLimits(process.argv[2])
   const layer = Layer.mergeAll(
     ProcessTable.layer,
-    Limits.layerWith({
-      grace: Duration.millis(limits.grace ?? Duration.toMillis(defaults.grace)),
-      killTimeout: Duration.millis(limits.killTimeout ?? Duration.toMillis(defaults.killTimeout)),
-      killInterval: Duration.millis(limits.killInterval ?? Duration.toMillis(defaults.killInterval))
+    limits._tag === "None" ? Limits.layerWith(defaults) : Limits.layerWith({
+      grace: Duration.millis(limits.value.grace),
+      killTimeout: Duration.millis(limits.value.killTimeout),
+      killInterval: Duration.millis(limits.value.killInterval)
     })
   )
   await Effect.runPromise(Effect.provide(stopGroups([...targets.values()]), layer))

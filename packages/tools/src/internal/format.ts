@@ -1,8 +1,8 @@
 /** How the tools word statuses, durations and stops, and the metadata next to them. */
-import type { StopReport } from "@corral/core/GroupStop"
 import * as DurationInput from "@corral/core/DurationInput"
-import type { ExitStatus } from "@corral/core/ProcessGroup"
-import type { ShellInfo, ShellStatus, StopCause } from "@corral/core/ShellRegistry"
+import { ContainmentBackend, SignalName, StopReport } from "@corral/core/Shell"
+import type { ExitStatus, ShellInfo, ShellStatus, StopCause } from "@corral/core/Shell"
+import * as Schema from "effect/Schema"
 
 export const duration = (ms: number): string => DurationInput.format(Math.max(0, ms))
 
@@ -43,7 +43,31 @@ export const statusWithTime = (info: ShellInfo, now: number): string => {
 
 export const statusLine = (info: ShellInfo, now: number) => `[status: ${statusWithTime(info, now)}]`
 
-export const shellMetadata = (info: ShellInfo, now: number) => ({
+/**
+ * What a result's metadata (MCP `_meta`) says about one shell, declared once
+ * from the `Shell` schemas. Flat and snake_case, as tool results are; times as
+ * ISO strings. A status added to `ShellStatus` fails to compile
+ * here until `state` takes it.
+ */
+export const ShellMetadata = Schema.Struct({
+  shell_id: Schema.String,
+  command: Schema.String,
+  name: Schema.optional(Schema.String),
+  cwd: Schema.String,
+  pid: Schema.Number,
+  owner: Schema.String,
+  containment: Schema.optional(ContainmentBackend),
+  state: Schema.Literal("Running", "Lingering", "Stopping", "Exited", "Killed"),
+  /** The status in words: `exited with code 0`. */
+  status: Schema.String,
+  exit_code: Schema.optional(Schema.Number),
+  signal: Schema.optional(SignalName),
+  started_at: Schema.String,
+  ended_at: Schema.optional(Schema.String),
+  elapsed_ms: Schema.Number
+})
+
+export const shellMetadata = (info: ShellInfo, now: number): typeof ShellMetadata.Type => ({
   shell_id: info.id,
   command: info.command,
   name: info.name,
@@ -76,7 +100,16 @@ export const stopText = (report: StopReport, grace: string): string => {
   return [how, ...notes].join("; ")
 }
 
-export const stopMetadata = (report: StopReport) => ({
+/** What a result's metadata says about a stop (from its `StopReport`). */
+export const StopMetadata = Schema.Struct({
+  processes: StopReport.fields.members,
+  escalated: StopReport.fields.escalated,
+  duration_ms: StopReport.fields.durationMs,
+  escaped: StopReport.fields.escaped,
+  survivors: StopReport.fields.survivors
+})
+
+export const stopMetadata = (report: StopReport): typeof StopMetadata.Type => ({
   processes: report.members,
   escalated: report.escalated,
   duration_ms: report.durationMs,

@@ -1,0 +1,36 @@
+/**
+ * What a supervisor tells its watcher, declared once: the limits it starts
+ * it with (an argument) and one JSON line per message on its stdin.
+ * `watcherMain` decodes them with these schemas; `Watcher` writes values of
+ * their encoded types with `JSON.stringify` (they have no transformation), so
+ * a supervisor that only runs commands does not load `Schema`.
+ */
+import * as Schema from "effect/Schema"
+
+/** What identifies a shell corral started, and guards against PID reuse. Serializable: the watcher and journal carry it. */
+export const StopTarget = Schema.Struct({
+  pgid: Schema.Number,
+  sid: Schema.Number,
+  /** Process-table time at or before the group's birth; older processes are never members. */
+  startTime: Schema.Number,
+  /** `CORRAL_SHELL_ID` of the group, used to find processes that left the session. */
+  shellId: Schema.optional(Schema.String),
+  /** The shell's own cgroup (absolute path) when it is held in one: then membership is exact. */
+  cgroup: Schema.optional(Schema.String),
+  /** Set when the leader (`unshare`) holds the shell in a PID namespace of its own. */
+  pidns: Schema.optional(Schema.Literal(true))
+})
+
+/** Targets are known by key: an add of the same key replaces what the watcher knew. */
+export const WatcherMessage = Schema.Union(
+  Schema.Struct({ op: Schema.Literal("add"), key: Schema.String, target: StopTarget }),
+  Schema.Struct({ op: Schema.Literal("remove"), key: Schema.String })
+)
+
+/** The supervisor's stop policy, in milliseconds. */
+export const WatcherLimits = Schema.Struct({ grace: Schema.Number, killTimeout: Schema.Number, killInterval: Schema.Number })
+
+/** None for a line that is not a message: the watcher skips it and goes on watching the others. */
+export const decodeMessage = Schema.decodeUnknownOption(Schema.parseJson(WatcherMessage))
+/** None when the argument is missing or malformed: the watcher then stops with the default limits. */
+export const decodeLimits = Schema.decodeUnknownOption(Schema.parseJson(WatcherLimits))
