@@ -104,6 +104,10 @@ try {
     return blocks.map((code, i) => ({ name: `${pkg}-example-${i + 1}`, code, output: outputs[i] ?? "" }))
   })
   for (const e of examples) writeFileSync(join(app, `${e.name}.ts`), e.code)
+  // the repository README's library examples name a project's own `npm run dev`: typechecked, not run
+  const guide = [...readFileSync(join(root, "README.md"), "utf8").matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1])
+  check(`README.md has ${guide.length} TypeScript examples (typechecked below)`, guide.length > 0)
+  for (const [i, code] of guide.entries()) writeFileSync(join(app, `readme-example-${i + 1}.ts`), code)
   const typecheck = run("npx", ["tsc", "-p", "."], app)
   check("tsc: the README examples typecheck against the installed .d.ts", typecheck.status === 0, describeRun(typecheck))
   for (const e of examples) {
