@@ -150,6 +150,8 @@ describe.skipIf(!inPidNamespace)("ShellTools over real processes (stopping group
         expect(okText(yield* call("list_shells"))).toBe("No background shells. Start one with bash run_in_background: true.")
         yield* call("bash", { command: "sleep 30", run_in_background: true })
         yield* call("bash", { command: "exit 2", run_in_background: true })
+        // under load the exit may not have been seen yet: wait for it
+        yield* call("bash_output", { shell_id: "s2", wait_for: "never", wait_timeout: 5000 })
         const text = okText(yield* call("list_shells"))
         expect(text).toMatch(/^2 shells, 1 running:\nid +status +time +command\ns1 +running +\d+m?s +sleep 30\ns2 +exited with code 2 +\d+m?s +exit 2$/)
       })))
