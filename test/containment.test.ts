@@ -182,6 +182,27 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("holds a shell on a terminal the same way: its own session, the same cell, and a stop that leaves nothing, an escaper included", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // ignored by the escaper and its sleeps too: the stop must escalate
+          const group = yield* ProcessGroup.spawn({ command: `trap '' TERM HUP; ${escaper(token)}`, tty: true })
+          expect({ containment: group.containment, tty: group.tty }).toEqual({ containment: backend, tty: true })
+          yield* waitUntil("the escaper", () => sleeping(token))
+          // forkpty: the leader leads a session whose controlling terminal is the pty
+          const [, , pgrp, session, ttyNr] = fs.readFileSync(`/proc/${group.pid}/stat`, "latin1").split(") ")[1]!.split(" ")
+          expect({ pgrp: Number(pgrp), session: Number(session) }).toEqual({ pgrp: group.pid, session: group.pid })
+          expect(Number(ttyNr)).not.toBe(0)
+          if (backend === "cgroup") {
+            const own = /^0::(.*)$/m.exec(fs.readFileSync(`/proc/${group.pid}/cgroup`, "latin1"))![1]!
+            expect(group.target.cgroup!.endsWith(own), `${group.target.cgroup} holds ${own}`).toBe(true)
+          }
+          const report = yield* group.stop()
+          expect(report.escalated, JSON.stringify(report)).toBe(true)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("stops what an escaper forks after the first scan and then leaves behind: its session is the shell's", () =>
         Effect.gen(function*() {
           const token = newToken()

@@ -18,7 +18,9 @@ const packages = ["core", "tools", "cli"] as const
 interface Manifest {
   readonly exports?: Record<string, unknown>
   readonly dependencies?: Record<string, string>
+  readonly optionalDependencies?: Record<string, string>
   readonly peerDependencies?: Record<string, string>
+  readonly peerDependenciesMeta?: Record<string, { readonly optional?: boolean }>
   readonly engines?: Record<string, string>
 }
 
@@ -28,6 +30,10 @@ const manifest = (pkg: string): Manifest => JSON.parse(readFileSync(join(root, "
 const decodePacked = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.Struct({ files: Schema.Array(Schema.Struct({ path: Schema.String })) }))))
 
 const decodeSourceMap = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ sources: Schema.Array(Schema.String) })))
+
+const rootManifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as Manifest & {
+  readonly optionalDependencies: Record<string, string>
+}
 
 const packedFiles = (pkg: string): ReadonlyArray<string> => {
   const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
@@ -84,6 +90,16 @@ describe.each(["core", "tools"] as const)("the @corral/%s library tarball", (pkg
   })
 })
 
+describe("the pty addon (docs/adr/0019)", () => {
+  it("is an optional peer of @corral/core, in the range of the exact version the repository installs", () => {
+    const { peerDependencies = {}, peerDependenciesMeta = {} } = manifest("core")
+    const exact = rootManifest.optionalDependencies["@lydell/node-pty"]
+    expect(exact).toMatch(/^\d+\.\d+\.\d+$/)
+    expect(peerDependencies["@lydell/node-pty"]).toBe(`^${exact}`)
+    expect(peerDependenciesMeta["@lydell/node-pty"]).toEqual({ optional: true })
+  })
+})
+
 describe("the @corral/cli tarball", () => {
   const files = packedFiles("cli")
 
@@ -92,9 +108,13 @@ describe("the @corral/cli tarball", () => {
     expect(files.filter((f) => f.startsWith("dist/") || f.startsWith("src/"))).toEqual([])
   })
 
-  it("depends on nothing: the bundle holds its own effect, which no app shares (docs/adr/0011)", () => {
-    const { dependencies = {}, peerDependencies = {} } = manifest("cli")
-    expect({ dependencies, peerDependencies }).toEqual({ dependencies: {}, peerDependencies: {} })
+  it("depends on nothing but the optional pty addon: the bundle holds its own effect, which no app shares (docs/adr/0011, 0019)", () => {
+    const { dependencies = {}, optionalDependencies = {}, peerDependencies = {} } = manifest("cli")
+    expect({ dependencies, optionalDependencies, peerDependencies }).toEqual({
+      dependencies: {},
+      optionalDependencies: { "@lydell/node-pty": rootManifest.optionalDependencies["@lydell/node-pty"] },
+      peerDependencies: {}
+    })
   })
 })
 

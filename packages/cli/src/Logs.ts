@@ -1,10 +1,9 @@
 /** `corral logs ID [-f]`: a background shell's output, followed live with `-f`. */
 import { ControlClient, OutputUnavailable } from "@corral/core/ControlClient"
 import * as Effect from "effect/Effect"
-import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Stream from "effect/Stream"
+import { followShell } from "./internal/followShell.js"
 import { write, writeOut } from "./internal/stdio.js"
 import * as TableCommand from "./internal/tableCommand.js"
 
@@ -22,19 +21,6 @@ options:
   -h, --help    print this help
 `
 
-/**
- * Each chunk is written before the next is read, so a slow reader slows the
- * supervisor's stream; once the reader is gone (`corral logs -f | head`)
- * there is no point in following any longer.
- */
-const follow = (id: string) =>
-  Effect.flatMap(ControlClient, (client) =>
-    client.follow(id).pipe(
-      Stream.mapEffect(write),
-      Stream.takeWhile(identity),
-      Stream.runDrain
-    ))
-
 const retained = (id: string) =>
   Effect.gen(function*() {
     const { entry, output } = yield* (yield* ControlClient).show(id)
@@ -47,7 +33,7 @@ const program = (argv: ReadonlyArray<string>) =>
     const { positionals, values } = yield* TableCommand.parse("logs", argv, { follow: { type: "boolean", short: "f" } })
     if (values.help) return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
     const id = yield* TableCommand.oneId("logs", positionals)
-    yield* values.follow ? follow(id) : retained(id)
+    yield* values.follow ? followShell(id) : retained(id)
     return 0
   })
 

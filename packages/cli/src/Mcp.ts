@@ -43,7 +43,9 @@ Serves background shells to an AI agent over the Model Context Protocol
 (MCP) on stdin and stdout, with five tools: bash (foreground, yield_ms, or
 run_in_background), bash_output (new output, tail, filter, wait_for),
 kill_bash, list_shells and write_stdin. Every command runs in a process
-group of its own, and stopping one stops everything it started.
+group of its own, and stopping one stops everything it started. bash with
+tty: true runs a program that needs a terminal (a REPL, a prompt) on a
+pseudo-terminal; it needs the optional package @lydell/node-pty.
 
 When stdin closes, or on SIGINT, SIGTERM or SIGHUP, corral stops every shell
 before it exits. If corral itself is killed (SIGKILL), its watcher process

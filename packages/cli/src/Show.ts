@@ -38,6 +38,7 @@ const format = ({ entry, output }: Shown, now: number, color: boolean) => {
     ["cwd", info.cwd],
     ["pid", `${info.pid} (leads the shell's process group and session)`],
     ["contained", info.containment === undefined ? undefined : containmentText[info.containment]],
+    ["terminal", info.tty === true ? "a pseudo-terminal (tty): `corral attach` types into it" : undefined],
     ["started", timestamp(info.startedAt)],
     ["ended", info.endedAt === undefined ? undefined : timestamp(info.endedAt)]
   ]

@@ -33,6 +33,7 @@ const commands: Readonly<Record<string, Command>> = {
   show: { load: () => import("./Show.js"), synopsis: "show ID", summary: "show one background shell" },
   logs: { load: () => import("./Logs.js"), synopsis: "logs ID [-f]", summary: "print a background shell's output" },
   stop: { load: () => import("./Stop.js"), synopsis: "stop ID | stop --all", summary: "stop a background shell and everything it started" },
+  attach: { load: () => import("./Attach.js"), synopsis: "attach ID", summary: "type into a background shell and follow its output; Ctrl-] detaches" },
   top: { load: () => import("./Top.js"), synopsis: "top", summary: "a live view of every background shell; Enter follows one's output" }
 }
 

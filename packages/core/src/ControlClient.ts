@@ -31,6 +31,8 @@ import * as StateDir from "./StateDir.js"
 
 import { ShellInfo, Supervisor } from "./Shell.js"
 import type { StopReport } from "./Shell.js"
+/** What a supervisor did with input (see `ShellInput.Delivered`). */
+export type Delivered = typeof Api.StdinResponse.Type["delivered"]
 
 export type { StopReport, Supervisor } from "./Shell.js"
 
@@ -129,6 +131,14 @@ export class OutputUnavailable extends Data.TaggedError("OutputUnavailable")<{ r
   }
 }
 
+/** The shell takes no input: it has no stdin pipe or terminal, or its stdin was closed. */
+export class NoInput extends Data.TaggedError("NoInput")<{ readonly id: string }> {
+  override get message() {
+    return `shell ${this.id} takes no input: it was started without a stdin pipe or a terminal, ` +
+      "or its stdin was closed (end of file); the bash tool's background shells keep stdin open"
+  }
+}
+
 /** The control endpoint answered in a way corral does not understand. */
 export class ControlError extends Data.TaggedError("ControlError")<{ readonly socket: string; readonly reason: string }> {
   override get message() {
@@ -154,6 +164,11 @@ export class ControlClient extends Context.Tag("@corral/core/ControlClient")<Con
   /** The retained output then live output, until the shell's output ends. */
   readonly follow: (id: string) => Stream.Stream<Uint8Array, FindError | OutputUnavailable | ControlError>
   readonly stop: (id: string) => Effect.Effect<Stopped, FindError | SupervisorUnreachable | ControlError>
+  /** Input to a live shell, delivered as `ShellInput.send` does: the operator's, whichever agent owns it. */
+  readonly write: (
+    id: string,
+    input: typeof Api.StdinRequest.Type
+  ) => Effect.Effect<Delivered, FindError | OutputUnavailable | NoInput | ControlError>
   readonly stopAll: Effect.Effect<StoppedAll, ControlError>
 }>() {
   static readonly layer = (options: ClientOptions = {}) => Layer.effect(ControlClient, make(options))
@@ -427,5 +442,18 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
     } satisfies StoppedAll
   }).pipe(Effect.withSpan("ControlClient.stopAll"))
 
-  return ControlClient.of({ stateDir, searched, snapshot, show, follow, stop, stopAll })
+  const write = Effect.fn("ControlClient.write")(function*(id: string, input: typeof Api.StdinRequest.Type) {
+    const { entry, found, local } = yield* find(id)
+    if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
+    const answer = yield* Http.ask(found.view.socket, "POST", Api.pathOf(Api.routes.stdin, local), Api.StdinResponse, undefined, input).pipe(
+      Effect.catchAll((error): Effect.Effect<never, NoSuchShell | ControlError | NoInput> =>
+        error._tag === "Refused" && error.body.error === "NoStdin"
+          ? Effect.fail(new NoInput({ id }))
+          : refusedAsNotFound(id)(error)
+      )
+    )
+    return answer.delivered
+  })
+
+  return ControlClient.of({ stateDir, searched, snapshot, show, follow, stop, write, stopAll })
 })

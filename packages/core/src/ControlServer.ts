@@ -10,12 +10,15 @@
  * stop still goes through the registry, with the same policy and report.
  *
  * What it can reach: the registry's own shells, named by registry id. No
- * route takes a pid, so no request can signal any other process.
+ * route takes a pid, so no request can signal any other process. Input to a
+ * shell (`corral attach`) goes through `ShellInput`, as the `write_stdin`
+ * tool's does, for the operator as a stop is.
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { HttpBodyError } from "@effect/platform/HttpBody"
 import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
@@ -27,7 +30,8 @@ import * as Stream from "effect/Stream"
 import * as Api from "./internal/controlApi.js"
 import * as Journal from "./Journal.js"
 import type { OutputChunk } from "./OutputBuffer.js"
-import type { UnknownShell } from "./ShellRegistry.js"
+import * as ShellInput from "./ShellInput.js"
+import type { NoStdin, UnknownShell } from "./ShellRegistry.js"
 import { isActive, ShellRegistry } from "./ShellRegistry.js"
 import * as StateDir from "./StateDir.js"
 
@@ -125,6 +129,31 @@ const handle = <R>(
     UnknownShell: (e) => errorResponse(404, { error: "UnknownShell", message: e.message, known: e.known })
   })
 
+/** The operator's input: on behalf of whichever agent owns the shell, as a stop is. */
+const sendInput = (id: string) =>
+  Effect.gen(function*() {
+    const registry = yield* ShellRegistry
+    const input = yield* HttpServerRequest.schemaBodyJson(Api.StdinRequest).pipe(
+      Effect.mapError((e) => new InvalidRequest({ reason: e._tag === "ParseError" ? e.message : "the body is not JSON" }))
+    )
+    const { owner } = yield* registry.info(id)
+    const delivered = yield* ShellInput.send(id, input, { owner }).pipe(Effect.catchTag("NotOwner", Effect.die))
+    return yield* HttpServerResponse.schemaJson(Api.StdinResponse)({ delivered })
+  })
+
+class InvalidRequest extends Data.TaggedError("InvalidRequest")<{ readonly reason: string }> {
+  override get message() {
+    return `invalid input for a shell: ${this.reason}. Send {"text"?: string, "eof"?: boolean}`
+  }
+}
+
+const handleInput = handle(Effect.flatMap(shellId, sendInput).pipe(
+  Effect.catchTags({
+    NoStdin: (e: NoStdin) => errorResponse(409, { error: "NoStdin", message: e.message }),
+    InvalidRequest: (e: InvalidRequest) => errorResponse(400, { error: "InvalidRequest", message: e.message })
+  })
+))
+
 const readAll = (id: string) =>
   Effect.flatMap(ShellRegistry, (registry) => registry.output(id, { mode: "all" })).pipe(
     // mode "all" takes no pattern or count: these cannot happen
@@ -205,6 +234,7 @@ const router = HttpRouter.empty.pipe(
     Api.routes.stop,
     handle(Effect.flatMap(shellId, stopShell).pipe(Effect.flatMap(HttpServerResponse.schemaJson(Api.Stopped))))
   ),
+  HttpRouter.post(Api.routes.stdin, handleInput),
   HttpRouter.post(
     Api.routes.stopAll,
     Effect.gen(function*() {

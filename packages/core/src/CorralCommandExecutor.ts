@@ -75,6 +75,8 @@ const toPlatformError = (command: Command.StandardCommand) => (error: ProcessGro
         })
     case "EmptyCommand":
     case "InvalidCommand":
+    // a Command never asks for a terminal
+    case "TtyUnavailable":
       return new PlatformError.BadArgument({ module: "Command", method: "spawn", description: error.message })
   }
 }

@@ -20,6 +20,7 @@ import { Containment } from "./Containment.js"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import { Limits } from "./Limits.js"
 import * as Cgroup from "./internal/cgroup.js"
+import * as Pty from "./internal/pty.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { ProcessTable } from "./ProcessTable.js"
 import * as Watcher from "./Watcher.js"
@@ -51,6 +52,15 @@ export interface SpawnSpec {
    * one-line sh sets them and execs the command.
    */
   readonly ignoredSignals?: ReadonlyArray<number> | undefined
+  /**
+   * A pseudo-terminal for stdin, stdout and stderr, for programs that need
+   * one (REPLs, prompts); `true` is 120 columns by 40 rows. Its output goes
+   * to `output` as stdout, and `writeStdin` types into it: the terminal's
+   * line discipline echoes, and turns Ctrl-C into SIGINT for the foreground
+   * job. Needs the optional package `@lydell/node-pty` (or `node-pty`);
+   * `stdio` and `stdin` do not apply.
+   */
+  readonly tty?: boolean | { readonly cols: number; readonly rows: number } | undefined
 }
 
 export type RawStdio = readonly [stdin: "pipe" | "inherit" | "ignore", stdout: "pipe" | "inherit", stderr: "pipe" | "inherit"]
@@ -114,7 +124,15 @@ export class SpawnError extends Data.TaggedError("SpawnError")<{ readonly file: 
   }
 }
 
-export type ProcessGroupError = EmptyCommand | InvalidCommand | InvalidCwd | SpawnError
+/** `tty: true` without a pty package that loads. */
+export class TtyUnavailable extends Data.TaggedError("TtyUnavailable")<{ readonly reasons: ReadonlyArray<string> }> {
+  override get message() {
+    return `tty: true needs the optional package ${Pty.packages[0]}, which prebuilt binaries make a plain install: ` +
+      `run \`npm i ${Pty.packages[0]}\` where corral is installed, or run the command without tty (${this.reasons.join("; ")})`
+  }
+}
+
+export type ProcessGroupError = EmptyCommand | InvalidCommand | InvalidCwd | SpawnError | TtyUnavailable
 
 export interface ProcessGroup {
   readonly shellId: string
@@ -122,6 +140,8 @@ export interface ProcessGroup {
   readonly containment: Backend
   /** The leader's pid, which is also the group and session id. */
   readonly pid: number
+  /** Whether its stdin, stdout and stderr are a pseudo-terminal (`tty`). */
+  readonly tty: boolean
   /** The leader's start time in process-table units, when it could be read. */
   readonly leaderStartTime: number | undefined
   readonly target: StopTarget
@@ -132,6 +152,7 @@ export interface ProcessGroup {
   /**
    * Writes to the leader's stdin, or closes it with `eof`; false when there is
    * none to write to (spawned without `stdin: "pipe"`, or closed already).
+   * On a terminal (`tty`) `eof` types Ctrl-D, as a terminal's end of file.
    */
   readonly writeStdin: (input: { readonly text?: string | undefined; readonly eof?: boolean | undefined }) => Effect.Effect<boolean>
   /**
@@ -176,7 +197,15 @@ const validate = (spec: SpawnSpec) =>
       if (stat === undefined) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "missing" })
       if (!stat.isDirectory()) return yield* new InvalidCwd({ cwd: spec.cwd, reason: "not-a-directory" })
     }
+    if (isTty(spec) && (spec.stdio === "inherit" || Array.isArray(spec.stdio))) {
+      return yield* new InvalidCommand({
+        command: parts.join(" "),
+        reason: "tty gives the command a terminal for stdin, stdout and stderr, so stdio cannot say otherwise: drop one of them"
+      })
+    }
   })
+
+const isTty = (spec: SpawnSpec) => spec.tty !== undefined && spec.tty !== false
 
 /** The outer shells' ids stay with a nested corral's processes, so an outer stop still finds them. */
 const shellIdChain = (env: Readonly<Record<string, string | undefined>>, shellId: string) =>
@@ -210,23 +239,47 @@ const checkExecutable = (file: string, env: Readonly<Record<string, string | und
 const ignoring = (signals: ReadonlyArray<number>, file: string, args: ReadonlyArray<string>): readonly [string, ReadonlyArray<string>] =>
   signals.length === 0 ? [file, args] : ["/bin/sh", ["-c", `trap '' ${signals.join(" ")}; exec "$@"`, "sh", file, ...args]]
 
-const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
-  Effect.async<ChildProcess, SpawnError>((resume) => {
-    const [command, commandArgs] = typeof spec.command === "string"
-      ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
-      : [spec.command[0]!, spec.command.slice(1)]
-    const env = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
-    const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
-    if (cell.backend !== "procScan" || ignored.length > 0) {
-      const missing = checkExecutable(command, env, spec.cwd)
-      if (missing !== undefined) return resume(Effect.fail(missing))
-    }
-    const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs))
+/** Where a leader's output, exit and the end of its output go. */
+interface Sinks {
+  readonly output: OutputBuffer.OutputBuffer
+  readonly exit: Deferred.Deferred<ExitStatus>
+  /** Every holder of the output closed it: nothing more will come. */
+  readonly closed: Deferred.Deferred<void>
+  /** A pidns init forked the command. */
+  readonly forked: Deferred.Deferred<void>
+}
+
+/** The group's first process, however it was started. */
+interface Leader {
+  readonly pid: number
+  readonly stdio: Stdio
+  readonly writeStdin: ProcessGroup["writeStdin"]
+  /** Stops reading output: what the dead wrote has arrived, or never will. */
+  readonly closeOutput: () => void
+}
+
+/** The command as the cell runs it, with the environment every member carries, checked as execvp would where spawn cannot tell. */
+const prepare = (spec: SpawnSpec, shellId: string, cell: Cell, checkAlways: boolean) => {
+  const [command, commandArgs] = typeof spec.command === "string"
+    ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
+    : [spec.command[0]!, spec.command.slice(1)]
+  const base: Record<string, string | undefined> = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
+  const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
+  const missing = checkAlways || cell.backend !== "procScan" || ignored.length > 0 ? checkExecutable(command, base, spec.cwd) : undefined
+  const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs))
+  const env: Record<string, string | undefined> = { ...base, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(base, shellId) }
+  return { command, file, args, env, missing }
+}
+
+const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) =>
+  Effect.async<Leader, SpawnError>((resume) => {
+    const { args, command, env, file, missing } = prepare(spec, shellId, cell, false)
+    if (missing !== undefined) return resume(Effect.fail(missing))
     let child: ChildProcess
     try {
       child = spawnChild(file, args, {
         cwd: spec.cwd,
-        env: { ...env, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(env, shellId) },
+        env,
         // a new session and group: the whole tree can be signalled, and job
         // control groups stay findable by session id
         detached: true,
@@ -249,8 +302,92 @@ const startChild = (spec: SpawnSpec, shellId: string, cell: Cell) =>
     child.once("error", onError)
     child.once("spawn", () => {
       child.off("error", onError)
-      resume(Effect.succeed(child))
+      resume(Effect.succeed(connectChild(child, spec, sinks)))
     })
+  })
+
+const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, forked, output }: Sinks): Leader => {
+  const raw = Array.isArray(spec.stdio)
+  if (!raw) {
+    child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
+    child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
+  }
+  onReportLines(child.stdio[3], (line) =>
+    line === "forked" ? Deferred.unsafeDone(forked, Effect.void) : Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+  )
+  child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
+  // `close` waits for every holder of the pipes; only output completeness depends on it
+  child.once("close", () => {
+    Deferred.unsafeDone(closed, Effect.void)
+    output.unsafeEnd()
+  })
+  return {
+    pid: child.pid!,
+    stdio: raw ? { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr } : { stdin: null, stdout: null, stderr: null },
+    writeStdin: ({ eof, text }) =>
+      Effect.async<boolean>((resume) => {
+        const stdin = child.stdin
+        if (stdin === null || !stdin.writable) return resume(Effect.succeed(false))
+        // a reader that is gone (EPIPE) is the shell's business, not the writer's
+        stdin.once("error", () => undefined)
+        const done = () => {
+          if (eof === true) stdin.end(() => resume(Effect.succeed(true)))
+          else resume(Effect.succeed(true))
+        }
+        if (text === undefined || text === "") done()
+        else stdin.write(text, done)
+      }),
+    closeOutput: () => {
+      child.stdout?.destroy()
+      child.stderr?.destroy()
+      child.stdio[3]?.destroy()
+    }
+  }
+}
+
+/**
+ * The leader on a pseudo-terminal. The pty package forks it into a session
+ * of its own, as `detached` does, so the cell's wrapper joins it to the
+ * cgroup before the command's first instruction exactly as on pipes. The
+ * wrapper of the pidns cell cannot report the command's status on fd 3
+ * there: its status is then the namespace's init's, once the namespace is
+ * empty.
+ */
+const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit, output }: Sinks) =>
+  Effect.gen(function*() {
+    const pty = yield* Effect.mapError(Pty.load, (missing) => new TtyUnavailable({ reasons: missing.reasons }))
+    const { args, command, env, file, missing } = prepare(spec, shellId, cell, true)
+    if (missing !== undefined) return yield* missing
+    const size = typeof spec.tty === "object" ? spec.tty : Pty.defaultSize
+    const term = yield* Effect.try({
+      try: () => pty.spawn(file, [...args], { ...size, cwd: spec.cwd, env, encoding: null, name: env.TERM ?? "xterm-256color" }),
+      catch: (cause) => new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause })
+    })
+    let open = true
+    term.onData((data) => output.append("stdout", typeof data === "string" ? Buffer.from(data) : data))
+    term.onExit(({ exitCode, signal }) => {
+      const name = signal === undefined || signal === 0 ? undefined : signalNames.get(signal)
+      Deferred.unsafeDone(exit, Effect.succeed(name !== undefined ? { _tag: "Signaled", signal: name } : { _tag: "Exited", code: exitCode }))
+    })
+    // node-pty ends the output when the terminal hangs up (the session leader exited), or 200 ms after the leader's exit
+    Pty.onClose(term, () => {
+      open = false
+      Deferred.unsafeDone(closed, Effect.void)
+      output.unsafeEnd()
+    })
+    return {
+      pid: term.pid,
+      stdio: { stdin: null, stdout: null, stderr: null },
+      writeStdin: ({ eof, text }) =>
+        Effect.sync(() => {
+          if (!open) return false
+          // at a terminal, end of file is Ctrl-D: closing the master would hang the session up instead
+          const typed = (text ?? "") + (eof === true ? "\u0004" : "")
+          if (typed !== "") term.write(typed)
+          return true
+        }),
+      closeOutput: () => Pty.closeMaster(term)
+    } satisfies Leader
   })
 
 const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): ExitStatus =>
@@ -296,43 +433,34 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const closed = yield* Deferred.make<void>()
   // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init)
   const forked = yield* Deferred.make<void>()
-  // the scope closes after the stop: give the pipes a moment to deliver what
-  // the dead wrote, then end the output whatever still holds them. A release
+  const sinks: Sinks = { output, exit, closed, forked }
+  const tty = isTty(spec)
+  // the scope closes after the stop: give the output a moment to deliver what
+  // the dead wrote, then end it whatever still holds it. A release
   // runs uninterruptibly, and a timeout cannot cut short an uninterruptible
   // wait: made interruptible, or a process outside the shell holding a pipe
   // would hold the scope's close for as long as it lives.
-  const child = yield* Effect.acquireRelease(startChild(spec, shellId, cell), (child) =>
-    Deferred.await(closed).pipe(
-      Effect.interruptible,
-      Effect.timeout(Duration.millis(200)),
-      Effect.ignore,
-      Effect.zipRight(Effect.sync(() => {
-        child.stdout?.destroy()
-        child.stderr?.destroy()
-        child.stdio[3]?.destroy()
-      })),
-      Effect.zipRight(output.end)
-    ))
-  const raw = Array.isArray(spec.stdio)
-  if (!raw) {
-    child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
-    child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
-  }
-  onReportLines(child.stdio[3], (line) =>
-    line === "forked" ? Deferred.unsafeDone(forked, Effect.void) : Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+  const start: Effect.Effect<Leader, SpawnError | TtyUnavailable> = tty
+    ? ptyLeader(spec, shellId, cell, sinks)
+    : pipeLeader(spec, shellId, cell, sinks)
+  const leader = yield* Effect.acquireRelease(
+    start,
+    (leader) =>
+      Deferred.await(closed).pipe(
+        Effect.interruptible,
+        Effect.timeout(Duration.millis(200)),
+        Effect.ignore,
+        Effect.zipRight(Effect.sync(leader.closeOutput)),
+        Effect.zipRight(output.end)
+      )
   )
-  child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
-  // `close` waits for every holder of the pipes; only output completeness depends on it
-  child.once("close", () => {
-    Deferred.unsafeDone(closed, Effect.void)
-    output.unsafeEnd()
-  })
-  const pid = child.pid!
+  const pid = leader.pid
   // membership by cgroup is exact only once the leader is in it
   if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
-  const leader = yield* table.lookup(pid)
-  // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
-  const ready = cell.reportsExit
+  const lookup = yield* table.lookup(pid)
+  // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing;
+  // on a terminal the init has no pipe to say so (ADR 19)
+  const ready = cell.reportsExit && !tty
     ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
       Effect.timeout(Duration.seconds(1)),
       Effect.ignore
@@ -343,25 +471,14 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     shellId,
     containment: cell.backend,
     pid,
-    leaderStartTime: Option.getOrUndefined(Option.map(leader, (p) => p.startTime)),
+    tty,
+    leaderStartTime: Option.getOrUndefined(Option.map(lookup, (p) => p.startTime)),
     target: { pgid: pid, sid: pid, ...held },
     output,
-    stdio: raw ? { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr } : { stdin: null, stdout: null, stderr: null },
+    stdio: leader.stdio,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
-    writeStdin: ({ eof, text }) =>
-      Effect.async<boolean>((resume) => {
-        const stdin = child.stdin
-        if (stdin === null || !stdin.writable) return resume(Effect.succeed(false))
-        // a reader that is gone (EPIPE) is the shell's business, not the writer's
-        stdin.once("error", () => undefined)
-        const done = () => {
-          if (eof === true) stdin.end(() => resume(Effect.succeed(true)))
-          else resume(Effect.succeed(true))
-        }
-        if (text === undefined || text === "") done()
-        else stdin.write(text, done)
-      }),
+    writeStdin: leader.writeStdin,
     // alone, a stop can wake on the leader's exit and the pipes closing
     stop: (options) =>
       stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(
@@ -377,13 +494,6 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   return group
 })
 
-/**
- * Stops many groups at once, sharing one process-table scan per tick.
- * A group already being stopped is awaited, not stopped twice. The stop
- * runs in a fiber of its own, so interrupting the caller only stops the
- * waiting: the groups are stopped all the same, and a later call gets the
- * same report.
- */
 export const stopAll = (
   groups: ReadonlyArray<ProcessGroup>,
   options?: StopOptions

@@ -103,6 +103,8 @@ export const ShellInfo = Schema.Struct({
   owner: Schema.String,
   /** How its processes are held (absent in journals of older versions). */
   containment: Schema.optional(ContainmentBackend),
+  /** Present and true when its stdin, stdout and stderr are a pseudo-terminal (`tty: true`). */
+  tty: Schema.optional(Schema.Boolean),
   /** Epoch milliseconds (the registry's `Clock`). */
   startedAt: Schema.Number,
   endedAt: Schema.optional(Schema.Number),

@@ -107,7 +107,7 @@ import type { InvalidOption, InvalidPattern } from "./internal/shellOutput.js"
 
 export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string }> {
   override get message() {
-    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe"), or its stdin was closed`
+    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), or its stdin was closed`
   }
 }
 
@@ -440,6 +440,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
           name: startOptions.name,
           owner: startOptions.owner,
           containment: group.containment,
+          ...(group.tty ? { tty: true } : {}),
           startedAt: yield* Clock.currentTimeMillis
         },
         status: yield* Ref.make<ShellStatus>({ _tag: "Running" }),

@@ -90,6 +90,13 @@ export * from "./Shell.js"
 export * from "./ShellRegistry.js"
 
 /**
+ * Input to a background shell as at a terminal: text, end of file, and control keys.
+ *
+ * @since 0.1.0
+ */
+export * as ShellInput from "./ShellInput.js"
+
+/**
  * The private state directory of journals and control sockets.
  *
  * @since 0.1.0

@@ -59,7 +59,10 @@ const bashParameters = Strict.make("bash", {
     `Foreground only: milliseconds to wait for the command to end. If it ends by then, the result is as without it; if not, the result gives the output so far and a shell id, and the command goes on as a background shell (read it with bash_output, stop it with kill_bash) instead of being stopped. Use it when you cannot tell how long a command takes. At most ${MAX_TIMEOUT_MS}; timeout does not apply with it.`,
     { minimum: 1, maximum: MAX_TIMEOUT_MS }
   )),
-  description: Schema.optional(text("What the command does, in 5-10 words, for the person watching."))
+  description: Schema.optional(text("What the command does, in 5-10 words, for the person watching.")),
+  tty: Schema.optional(Schema.Boolean.annotations({
+    description: "Run the command on a terminal (a pseudo-terminal) instead of pipes, for programs that need one: REPLs (python3 -i, node), prompts (npm init, ssh), programs that print nothing or wait forever without a terminal. Usually with run_in_background, then answer it with write_stdin. The output is what the terminal shows: your input echoed, colour codes removed."
+  }))
 })
 
 export type BashParams = Strict.Params<typeof bashParameters>
@@ -72,7 +75,9 @@ Foreground (the default) waits for the command to end, for at most \`timeout\` m
 Set run_in_background: true for dev servers, watchers, long builds and anything you want to keep running while you work. It returns at once with a shell id and the first output. Then:
 - read new output with bash_output. To wait until a server is ready, give bash_output wait_for (a regular expression such as "ready|listening") instead of sleeping or polling in a loop;
 - stop it with kill_bash as soon as you no longer need it. Always stop what you start.
-Do not background a command with \`&\`, \`nohup\` or \`setsid\`: use run_in_background, so it can be read and stopped.`,
+Do not background a command with \`&\`, \`nohup\` or \`setsid\`: use run_in_background, so it can be read and stopped.
+
+Set tty: true for a program that needs a terminal (a REPL, an interactive prompt); write to it with write_stdin.`,
   success: ToolResult,
   failure: ToolError,
   failureMode: "return"
@@ -131,9 +136,9 @@ export const KillBashTool = Tool.make("kill_bash", {
 const writeStdinParameters = Strict.make("write_stdin", {
   shell_id: text("The id bash returned for the background shell, such as s1."),
   text: Schema.optional(text(
-    `What to write, such as "yes\n" (add the newline to send a line). Alone, a control key acts as at a terminal: "\u0003" (Ctrl-C) sends SIGINT to the shell's processes, "\u001c" (Ctrl-\\) SIGQUIT, "\u001a" (Ctrl-Z) SIGTSTP, "\u0004" (Ctrl-D) closes stdin.`
+    `What to write, such as "yes\n" (add the newline to send a line). Alone, a control key acts as at a terminal: "\u0003" (Ctrl-C) sends SIGINT to the shell's processes (on a tty shell: to its foreground job), "\u001c" (Ctrl-\\) SIGQUIT, "\u001a" (Ctrl-Z) SIGTSTP, "\u0004" (Ctrl-D) closes stdin (on a tty shell: end of file at the start of a line).`
   )),
-  eof: Schema.optional(Schema.Boolean.annotations({ description: "Close stdin after the text (end of file), for programs that read until it." })),
+  eof: Schema.optional(Schema.Boolean.annotations({ description: "Close stdin after the text (end of file), for programs that read until it; on a tty shell, type Ctrl-D after it." })),
   wait_ms: Schema.optional(integer(
     `Milliseconds to wait for what the shell prints in answer. Default ${DEFAULT_INPUT_WAIT_MS}, at most ${MAX_INPUT_WAIT_MS}; to wait for a particular line, use bash_output wait_for.`,
     { minimum: 0, maximum: MAX_INPUT_WAIT_MS }
@@ -143,7 +148,7 @@ const writeStdinParameters = Strict.make("write_stdin", {
 export type WriteStdinParams = Strict.Params<typeof writeStdinParameters>
 
 export const WriteStdinTool = Tool.make("write_stdin", {
-  description: `Writes to a background shell's stdin (a REPL, a prompt that asks "Proceed? (y/N)", a program reading input), or sends it a control key, then returns what it printed within wait_ms. Background shells started by bash keep stdin open for this. The shell has a pipe, not a terminal: a control key alone acts as a terminal would make it act ("\u0003" is Ctrl-C: SIGINT to its processes; "\u0004" closes stdin). Only the shells you started.`,
+  description: `Writes to a background shell's stdin (a REPL, a prompt that asks "Proceed? (y/N)", a program reading input), or sends it a control key, then returns what it printed within wait_ms. Background shells started by bash keep stdin open for this. A shell started with tty: true has a terminal: the text is typed into it, echoed, and "\u0003" (Ctrl-C) interrupts its foreground job. Other shells have a pipe, not a terminal: a control key alone acts as a terminal would make it act ("\u0003" is Ctrl-C: SIGINT to its processes; "\u0004" closes stdin). Only the shells you started.`,
   success: ToolResult,
   failure: ToolError,
   failureMode: "return"

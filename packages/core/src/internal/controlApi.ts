@@ -16,6 +16,7 @@ export const routes = {
   shell: `/${version}/shells/:id`,
   follow: `/${version}/shells/:id/follow`,
   stop: `/${version}/shells/:id/stop`,
+  stdin: `/${version}/shells/:id/stdin`,
   stopAll: `/${version}/stop-all`
 } as const
 
@@ -55,8 +56,22 @@ export const Stopped = Schema.Struct({
 
 export const StopAllResponse = Schema.Struct({ stopped: Schema.Array(Stopped) })
 
+/** Input for a shell, as `ShellInput.send` takes it. */
+export const StdinRequest = Schema.Struct({
+  text: Schema.optional(Schema.String),
+  eof: Schema.optional(Schema.Boolean)
+})
+
+/** What `ShellInput.send` did with it. */
+export const StdinResponse = Schema.Struct({
+  delivered: Schema.Union(
+    Schema.TaggedStruct("Signaled", { signal: Schema.String, key: Schema.String }),
+    Schema.TaggedStruct("Written", { chars: Schema.Number, eof: Schema.Boolean, tty: Schema.Boolean })
+  )
+})
+
 export const ErrorResponse = Schema.Struct({
-  error: Schema.Literal("InvalidShellId", "UnknownShell"),
+  error: Schema.Literal("InvalidShellId", "UnknownShell", "NoStdin", "InvalidRequest"),
   message: Schema.String,
   known: Schema.optional(Schema.Array(Schema.String))
 })

@@ -53,10 +53,11 @@ const clientFor = (socket: string) =>
   Effect.flatMap(NodeHttpClient.makeAgent({ socketPath: socket } as AgentOptions), (agent) =>
     Effect.provideService(NodeHttpClient.make, NodeHttpClient.HttpAgent, agent))
 
-const send = (socket: string, method: "GET" | "POST", path: string) =>
+const send = (socket: string, method: "GET" | "POST", path: string, json?: unknown) =>
   Effect.gen(function*() {
     const client = yield* clientFor(socket)
-    const response = yield* client.execute(HttpClientRequest.make(method)(`http://corral${path}`)).pipe(
+    const request = HttpClientRequest.make(method)(`http://corral${path}`)
+    const response = yield* client.execute(json === undefined ? request : HttpClientRequest.bodyUnsafeJson(request, json)).pipe(
       Effect.mapError(noAnswer(socket))
     )
     if (response.status === 200) return response
@@ -66,16 +67,17 @@ const send = (socket: string, method: "GET" | "POST", path: string) =>
     return yield* new Refused({ socket, status: response.status, body })
   })
 
-/** One request and its JSON answer; no answer within `timeout` counts as none. */
+/** One request (with a JSON `body` if given) and its JSON answer; no answer within `timeout` counts as none. */
 export const ask = <A, I>(
   socket: string,
   method: "GET" | "POST",
   path: string,
   schema: Schema.Schema<A, I>,
-  timeout?: Duration.DurationInput
+  timeout?: Duration.DurationInput,
+  json?: unknown
 ): Effect.Effect<A, NoAnswer | Refused> => {
   const answer = Effect.scoped(Effect.flatMap(
-    send(socket, method, path),
+    send(socket, method, path, json),
     (response) => Effect.mapError(HttpClientResponse.schemaBodyJson(schema)(response), noAnswer(socket))
   ))
   if (timeout === undefined) return answer

@@ -64,9 +64,17 @@ const validate = (params: Params, settings: Settings) =>
       background,
       timeout,
       yieldMs,
-      timeoutIgnored: (background || yieldMs !== undefined) && params.timeout !== undefined
+      timeoutIgnored: (background || yieldMs !== undefined) && params.timeout !== undefined,
+      terminal: terminalOf(params.tty)
     }
   })
+
+/**
+ * A pseudo-terminal, when asked for: with TERM=dumb, so that REPLs and
+ * prompts print text rather than draw a screen a model cannot see.
+ */
+const terminalOf = (tty: boolean | undefined): { readonly tty: boolean; readonly env?: { readonly TERM: string } } =>
+  tty === true ? { tty: true, env: { TERM: "dumb" } } : { tty: false }
 
 const permit = (command: string) =>
   Effect.gen(function*() {
@@ -115,15 +123,17 @@ const foregroundNotes = (done: Foreground.Finished, timeoutMs: number, grace: st
   return [`[${exit} after ${took}]`, ...leftovers]
 }
 
-const foreground = (command: string, cwd: string, timeoutMs: number, settings: Settings) =>
+type Input = Effect.Effect.Success<ReturnType<typeof validate>>
+
+const foreground = ({ command, cwd, terminal, timeout: timeoutMs }: Input, settings: Settings) =>
   Effect.gen(function*() {
     const registry = yield* ShellRegistry
     const { grace } = yield* Limits
     const tag = `${registry.supervisor.pid}:fg${settings.nextForeground()}`
-    const done = yield* Foreground.run(withShell({ command, cwd }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
+    const done = yield* Foreground.run(withShell({ command, cwd, ...terminal }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
       Effect.mapError(toToolError)
     )
-    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(done.output.text)
+    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(Format.screenText(done.output.text, terminal.tty))
     const exit = Option.getOrUndefined(done.exit)
     return {
       text: body + [...foregroundNotes(done, timeoutMs, DurationInput.format(grace)), ...shellNote(registry.shell, settings)].join("\n"),
@@ -142,15 +152,13 @@ const foreground = (command: string, cwd: string, timeoutMs: number, settings: S
     } satisfies ToolResult
   })
 
-type Input = Effect.Effect.Success<ReturnType<typeof validate>>
-
-const background = ({ command, cwd, description, timeoutIgnored }: Input, settings: Settings) =>
+const background = ({ command, cwd, description, terminal, timeoutIgnored }: Input, settings: Settings) =>
   Effect.gen(function*() {
     const registry = yield* ShellRegistry
     const limits = yield* Limits
     // the description names the shell where people look: `corral ls`, a host's panel
     // stdin stays open, for write_stdin
-    const started = yield* registry.start({ command, cwd, stdin: "pipe" }, { owner: settings.owner, name: description }).pipe(
+    const started = yield* registry.start({ command, cwd, stdin: "pipe", ...terminal }, { owner: settings.owner, name: description }).pipe(
       Effect.mapError(toToolError)
     )
     yield* Effect.sleep(Duration.millis(FIRST_OUTPUT_MS))
@@ -158,7 +166,7 @@ const background = ({ command, cwd, description, timeoutIgnored }: Input, settin
     const first = yield* registry.output(started.id, { mode: "all" }).pipe(Effect.mapError(toToolError))
     const now = yield* Clock.currentTimeMillis
     const id = started.id
-    const output = cap(first.text, `read it in parts with bash_output tail_lines or filter`)
+    const output = cap(Format.screenText(first.text, terminal.tty), `read it in parts with bash_output tail_lines or filter`)
     const lines = [
       `Started background shell ${id} (pid ${started.pid}): ${command}`,
       ...(timeoutIgnored ? ["(timeout does not apply to a background shell and was ignored)"] : []),
@@ -187,19 +195,19 @@ const ended = (events: Stream.Stream<ShellEvent>, id: string) =>
  * `yieldMs`: it runs as a shell from the start, so nothing is restarted and
  * no output is lost when it goes on, and the registry's limits hold from then.
  */
-const yielding = ({ command, cwd, description, timeoutIgnored }: Input, waitMs: number, settings: Settings) =>
+const yielding = ({ command, cwd, description, terminal, timeoutIgnored }: Input, waitMs: number, settings: Settings) =>
   Effect.scoped(Effect.gen(function*() {
     const registry = yield* ShellRegistry
     const limits = yield* Limits
     const events = yield* registry.subscribe
-    const started = yield* registry.start({ command, cwd, stdin: "pipe" }, { owner: settings.owner, name: description }).pipe(
+    const started = yield* registry.start({ command, cwd, stdin: "pipe", ...terminal }, { owner: settings.owner, name: description }).pipe(
       Effect.mapError(toToolError)
     )
     const id = started.id
     const end = yield* Effect.timeoutOption(ended(events, id), Duration.millis(waitMs))
     const read = yield* registry.output(id, { mode: Option.isSome(end) ? "new" : "all", reader: settings.reader }).pipe(Effect.mapError(toToolError))
     const now = yield* Clock.currentTimeMillis
-    const output = cap(read.text, Option.isSome(end) ? CUT_HINT : "read it in parts with bash_output tail_lines or filter")
+    const output = cap(Format.screenText(read.text, terminal.tty), Option.isSome(end) ? CUT_HINT : "read it in parts with bash_output tail_lines or filter")
     const body = read.text === "" ? "(no output)" : ensureNewline(output.text).trimEnd()
     const dropped = read.dropped > 0 ? [Format.droppedNote(read.dropped, limits.bufferBytes, "Redirect the output to a file to keep all of it.")] : []
     const ignored = timeoutIgnored ? ["(timeout does not apply with yield_ms and was ignored)"] : []
@@ -228,5 +236,5 @@ export const handle = Effect.fn("ShellTools.bash")(function*(params: Params, set
   yield* permit(input.command)
   if (input.background) return yield* background(input, settings)
   if (input.yieldMs !== undefined) return yield* yielding(input, input.yieldMs, settings)
-  return yield* foreground(input.command, input.cwd, input.timeout, settings)
+  return yield* foreground(input, settings)
 })

@@ -99,7 +99,7 @@ export const handle = Effect.fn("ShellTools.bash_output")(function*(params: Para
     reader: settings.reader
   }).pipe(Effect.mapError(toToolError))
   const now = yield* Clock.currentTimeMillis
-  const output = cap(result.text, "narrow it with filter or tail_lines")
+  const output = cap(Format.screenText(result.text, result.info.tty), "narrow it with filter or tail_lines")
   const body = result.text === "" ? emptyText(params) : output.text.replace(/\n$/, "")
   const notes = [
     ...(params.wait_for === undefined ? [] : [waitedText(result, params.wait_for, now - began)]),

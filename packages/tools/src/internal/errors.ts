@@ -38,6 +38,8 @@ export const toToolError = (error: RegistryError): ToolError => {
       return new ToolError({ reason: "InvalidInput", message: error.message })
     case "SpawnError":
       return new ToolError({ reason: "SpawnFailed", message: error.message })
+    case "TtyUnavailable":
+      return new ToolError({ reason: "SpawnFailed", message: `${error.message}. Tell the user, or run the command without tty: true.` })
     case "TooManyShells": {
       const running = error.running.map((s) => `${s.id} (${s.command.slice(0, 60)})`).join(", ")
       return new ToolError({

@@ -57,6 +57,8 @@ export const ShellMetadata = Schema.Struct({
   pid: Schema.Number,
   owner: Schema.String,
   containment: Schema.optional(ContainmentBackend),
+  /** True for a shell on a pseudo-terminal (`tty: true`). */
+  tty: Schema.optional(Schema.Boolean),
   state: Schema.Literal("Running", "Lingering", "Stopping", "Exited", "Killed"),
   /** The status in words: `exited with code 0`. */
   status: Schema.String,
@@ -75,6 +77,7 @@ export const shellMetadata = (info: ShellInfo, now: number): typeof ShellMetadat
   pid: info.pid,
   owner: info.owner,
   containment: info.containment,
+  tty: info.tty,
   state: info.status._tag,
   status: statusText(info.status),
   exit_code: info.status._tag === "Exited" ? info.status.code : undefined,
@@ -122,3 +125,13 @@ export const droppedNote = (dropped: number, bufferBytes: number, advice: string
   `[note: ${dropped} bytes of output were dropped before you read them: only the last ${
     Math.round(bufferBytes / 1024)
   } KiB are kept. ${advice}]`
+
+/** Escape sequences a terminal acts on instead of showing: colours, cursor moves, titles, modes. */
+const escapes = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)|\u001b[@-Z\\-_]/g
+
+/**
+ * A terminal's output as text a model reads: line ends as `\n`, escape
+ * sequences removed. Output of a shell without a terminal is left as is.
+ */
+export const screenText = (text: string, tty: boolean | undefined): string =>
+  tty === true ? text.replace(escapes, "").replace(/\r+\n/g, "\n") : text

@@ -1,9 +1,10 @@
 /**
  * The `write_stdin` tool: text to a background shell's stdin, or a control
- * key as a terminal would deliver it (the shell has a pipe, not a terminal:
- * Ctrl-C becomes SIGINT to its group, Ctrl-D closes stdin), then what the
- * shell printed within a short wait.
+ * key as a terminal would deliver it (`ShellInput`: typed into the shell's
+ * terminal if it has one; on a pipe, Ctrl-C becomes SIGINT to its group and
+ * Ctrl-D closes stdin), then what the shell printed within a short wait.
  */
+import * as ShellInput from "@corral/core/ShellInput"
 import { ShellRegistry } from "@corral/core/ShellRegistry"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -16,13 +17,6 @@ import { cap } from "./cap.js"
 import { toToolError } from "./errors.js"
 import * as Format from "./format.js"
 import type { Settings } from "./settings.js"
-
-/** Control keys sent alone, as a terminal's line discipline turns them into signals. */
-const signalKeys: Readonly<Record<string, { readonly signal: NodeJS.Signals; readonly key: string }>> = {
-  "\u0003": { signal: "SIGINT", key: "Ctrl-C" },
-  "\u001c": { signal: "SIGQUIT", key: "Ctrl-\\" },
-  "\u001a": { signal: "SIGTSTP", key: "Ctrl-Z" }
-}
 
 const validate = (params: WriteStdinParams) =>
   Effect.gen(function*() {
@@ -41,27 +35,29 @@ const validate = (params: WriteStdinParams) =>
     return waitMs
   })
 
+/** What was done, as the first line of the result says it. */
+const didText = (id: string, text: string, delivered: ShellInput.Delivered): string => {
+  if (delivered._tag === "Signaled") return `sent ${delivered.signal} to shell ${id}'s process group (${delivered.key})`
+  const key = ShellInput.keyName(text)
+  if (delivered.tty) {
+    const typed = key !== undefined ? [`typed ${key} into shell ${id}'s terminal`] : text === "" ? [] : [`typed ${Format.count(text.length, "character", "characters")} into shell ${id}'s terminal`]
+    return [...typed, ...(delivered.eof ? [`Ctrl-D (end of file at the start of a line)`] : [])].join(", then ")
+  }
+  const wrote = delivered.chars === 0 ? [] : [`wrote ${Format.count(delivered.chars, "character", "characters")} to shell ${id}'s stdin`]
+  return [...wrote, ...(delivered.eof ? [`closed shell ${id}'s stdin (end of file)`] : [])].join(", then ")
+}
+
 export const handle = Effect.fn("ShellTools.write_stdin")(function*(params: WriteStdinParams, settings: Settings) {
   const waitMs = yield* validate(params)
   const registry = yield* ShellRegistry
   const owner = { owner: settings.owner }
   const id = params.shell_id
-  const control = params.text === undefined ? undefined : signalKeys[params.text]
-  const eof = params.eof === true || params.text === "\u0004"
-  let did: string
-  if (control !== undefined) {
-    yield* registry.signal(id, control.signal, owner).pipe(Effect.mapError(toToolError))
-    did = `sent ${control.signal} to shell ${id}'s process group (${control.key})`
-  } else {
-    const text = params.text === "\u0004" ? undefined : params.text
-    yield* registry.write(id, { text, eof }, owner).pipe(Effect.mapError(toToolError))
-    const wrote = text === undefined || text === "" ? [] : [`wrote ${Format.count(text.length, "character", "characters")} to shell ${id}'s stdin`]
-    did = [...wrote, ...(eof ? [`closed shell ${id}'s stdin (end of file)`] : [])].join(", then ")
-  }
+  const delivered = yield* ShellInput.send(id, { text: params.text, eof: params.eof }, owner).pipe(Effect.mapError(toToolError))
+  const did = didText(id, params.text ?? "", delivered)
   yield* Effect.sleep(Duration.millis(waitMs))
   const read = yield* registry.output(id, { mode: "new", reader: settings.reader }).pipe(Effect.mapError(toToolError))
   const now = yield* Clock.currentTimeMillis
-  const output = cap(read.text, "read it in parts with bash_output tail_lines or filter")
+  const output = cap(Format.screenText(read.text, read.info.tty), "read it in parts with bash_output tail_lines or filter")
   return {
     text: [
       `[${did}]`,

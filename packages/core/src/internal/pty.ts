@@ -1,0 +1,93 @@
+/**
+ * A pseudo-terminal for a group that needs one (`tty: true`), from the
+ * optional package `@lydell/node-pty` (prebuilt binaries), or `node-pty`
+ * where that is what is installed. Loaded on the first tty spawn only: a
+ * supervisor that never asks for a terminal never loads a native module.
+ *
+ * The child is forked by the package's native code with `forkpty`: a new
+ * session whose controlling terminal is the pty, so its pid is its group and
+ * session id, as with `detached: true`, and every stop of corral applies.
+ */
+import { createRequire } from "node:module"
+import * as Effect from "effect/Effect"
+
+/** The packages tried, in order; the first is the one corral asks you to install. */
+export const packages = ["@lydell/node-pty", "node-pty"] as const
+
+/** The part of node-pty's `IPty` corral uses. */
+export interface Pty {
+  readonly pid: number
+  readonly onData: (listener: (data: Buffer | string) => void) => unknown
+  readonly onExit: (listener: (event: { readonly exitCode: number; readonly signal?: number | undefined }) => void) => unknown
+  readonly write: (data: string | Buffer) => void
+  readonly resize: (cols: number, rows: number) => void
+}
+
+interface PtyModule {
+  readonly spawn: (file: string, args: ReadonlyArray<string>, options: {
+    readonly cols: number
+    readonly rows: number
+    readonly cwd?: string | undefined
+    readonly env: Readonly<Record<string, string | undefined>>
+    readonly encoding: null
+    readonly name: string
+  }) => Pty
+}
+
+let loaded: Promise<PtyModule> | undefined
+
+/** Why no package could be loaded, by package. */
+export class Missing extends Error {
+  constructor(readonly reasons: ReadonlyArray<string>) {
+    super(reasons.join("; "))
+  }
+}
+
+const requireHere = createRequire(import.meta.url)
+
+const tryLoad = async (): Promise<PtyModule> => {
+  const reasons: Array<string> = []
+  for (const name of packages) {
+    try {
+      // required, not imported: a CommonJS package with a native addon, resolved from corral's own location
+      const module = requireHere(name) as PtyModule
+      if (typeof module.spawn === "function") return module
+      reasons.push(`${name} has no spawn function`)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      reasons.push(code === "MODULE_NOT_FOUND" && String((error as Error).message).includes(`'${name}'`)
+        ? `${name} is not installed`
+        : `${name} cannot be loaded: ${String((error as Error).message).split("\n")[0]}`)
+    }
+  }
+  throw new Missing(reasons)
+}
+
+/** The pty package, loaded once; fails with why none could be. */
+export const load: Effect.Effect<PtyModule, Missing> = Effect.tryPromise({
+  try: () => (loaded ??= tryLoad().catch((error) => {
+    // a later call tries again: the package may have been installed meanwhile
+    loaded = undefined
+    throw error
+  })),
+  catch: (error) => (error instanceof Missing ? error : new Missing([String(error)]))
+})
+
+/** A terminal of this size unless the caller says otherwise: wide enough that few lines wrap. */
+export const defaultSize = { cols: 120, rows: 40 } as const
+
+/**
+ * Ends reading the pty's master, where node-pty has no public way to do so
+ * without also signalling the pid it forked (which corral may no longer own:
+ * the leader is reaped by then, and its pid may be someone else's).
+ */
+export const closeMaster = (pty: Pty): void => {
+  const socket = (pty as unknown as { readonly _socket?: { destroy(): void } })._socket
+  socket?.destroy()
+}
+
+/** Called when the master closes (every holder of the terminal closed it, or it was hung up). */
+export const onClose = (pty: Pty, listener: () => void): void => {
+  const emitter = pty as unknown as { once?: (event: "close", listener: () => void) => void }
+  emitter.once?.("close", listener)
+}

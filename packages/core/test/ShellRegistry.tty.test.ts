@@ -1,0 +1,98 @@
+/**
+ * Shells on a pseudo-terminal (`tty: true`): a terminal for stdin, stdout and
+ * stderr, input typed through its line discipline (echo, Ctrl-C to the
+ * foreground job, Ctrl-D as end of file), the exit status, and a stop that
+ * leaves nothing. Real processes, a real pty, /proc read directly.
+ */
+import { ShellInput, ShellRegistry } from "@corral/core"
+import { afterEach, describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { inPidNamespace, kernelProcesses } from "./helpers.js"
+import { eventually, nothingLeft, ownShellPrefix, registryLayer, taggedProcesses } from "./fixtures/registry/harness.js"
+
+const owner = "tty-test"
+
+afterEach(() => Effect.runPromise(nothingLeft(ownShellPrefix, process.pid)))
+
+/** Everything the shell printed, as a terminal shows it. */
+const screen = (id: string) =>
+  Effect.flatMap(ShellRegistry, (registry) => Effect.map(registry.output(id, { mode: "all" }), (r) => r.text.replace(/\r\n/g, "\n")))
+
+/** Waits until the shell has printed something matching `pattern`. */
+const untilPrinted = (id: string, pattern: RegExp) =>
+  eventually(`${pattern} from ${id}`, Effect.map(screen(id), (text) => (pattern.test(text) ? text : undefined)), 15_000)
+
+const untilEnded = (id: string) =>
+  eventually(
+    `the end of ${id}`,
+    Effect.flatMap(ShellRegistry, (r) => Effect.map(r.info(id), (info) => (info.status._tag === "Exited" || info.status._tag === "Killed" ? info.status : undefined))),
+    15_000
+  )
+
+/** Processes of the shell whose command name is `comm`. */
+const running = (tag: string, comm: string) => {
+  const tagged = new Set(taggedProcesses(tag).map((p) => p.pid))
+  return kernelProcesses().filter((p) => tagged.has(p.pid) && p.comm === comm && p.state !== "Z")
+}
+
+describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace of npm test)", () => {
+  it.live("give the command a terminal for stdin, stdout and stderr, in a session of its own", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const info = yield* registry.start({ command: "test -t 0 && test -t 1 && test -t 2 && echo on a terminal; tty; exit 3", tty: true }, { owner })
+      expect(info.tty).toBe(true)
+      expect(yield* untilEnded(info.id)).toEqual({ _tag: "Exited", code: 3 })
+      const text = yield* screen(info.id)
+      expect(text).toMatch(/^on a terminal\n\/dev\/pts\/\d+\n$/)
+      // a shell on pipes says nothing of a terminal
+      const piped = yield* registry.start({ command: "true" }, { owner })
+      expect(piped.tty).toBeUndefined()
+    }).pipe(Effect.provide(registryLayer())))
+
+  it.live("a REPL reads typed lines and echoes them, as at a terminal; Ctrl-D at the prompt ends it", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const { id } = yield* registry.start({ command: "python3 -i -q", tty: true, env: { TERM: "dumb" } }, { owner })
+      yield* untilPrinted(id, />>> $/)
+      expect(yield* ShellInput.send(id, { text: "sum(range(10))\n" }, { owner })).toEqual({ _tag: "Written", chars: 15, eof: false, tty: true })
+      yield* untilPrinted(id, /sum\(range\(10\)\)\n45\n>>> $/)
+      expect(yield* ShellInput.send(id, { eof: true }, { owner })).toEqual({ _tag: "Written", chars: 0, eof: true, tty: true })
+      expect(yield* untilEnded(id)).toEqual({ _tag: "Exited", code: 0 })
+      // the terminal is gone with the shell
+      expect(yield* Effect.flip(ShellInput.send(id, { text: "1\n" }, { owner }))).toMatchObject({ _tag: "NoStdin" })
+    }).pipe(Effect.provide(registryLayer())))
+
+  it.live("Ctrl-C reaches the foreground job through the line discipline, and the interactive shell goes on", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const { id, tag } = yield* registry.start({ command: "PS1='$ ' bash --norc --noprofile -i", tty: true, env: { TERM: "dumb" } }, { owner })
+      yield* untilPrinted(id, /\$ $/)
+      yield* ShellInput.send(id, { text: "sleep 300\n" }, { owner })
+      const [sleeper] = yield* eventually("the foreground sleep", Effect.sync(() => running(tag, "sleep")[0] === undefined ? undefined : running(tag, "sleep")))
+      // job control: the sleep is a group of its own, in the terminal's foreground
+      const bash = kernelProcesses().find((p) => p.pid === sleeper!.ppid)!
+      expect(sleeper!.pgid).not.toBe(bash.pgid)
+      expect(yield* ShellInput.send(id, { text: "\u0003" }, { owner })).toMatchObject({ _tag: "Written", tty: true })
+      yield* eventually("the sleep interrupted", Effect.sync(() => (running(tag, "sleep").length === 0 ? true : undefined)))
+      yield* ShellInput.send(id, { text: "echo status=$?\n" }, { owner })
+      yield* untilPrinted(id, /\nstatus=130\n/)
+      expect((yield* registry.info(id)).status._tag).toBe("Running")
+      yield* registry.kill(id, { owner })
+    }).pipe(Effect.provide(registryLayer())))
+
+  it.live("a kill stops the terminal's shell and all it started: a setsid escaper, and a job that ignores SIGHUP and SIGTERM", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const { id, tag } = yield* registry.start({
+        command: `setsid sleep 301 & (trap '' HUP TERM; sleep 302) & echo started; wait`,
+        tty: true
+      }, { owner })
+      yield* untilPrinted(id, /started/)
+      yield* eventually("both sleeps", Effect.sync(() => (running(tag, "sleep").length === 2 ? true : undefined)))
+      const report = yield* registry.kill(id, { owner })
+      expect(report.escalated).toBe(true)
+      expect(taggedProcesses(tag)).toEqual([])
+      expect(yield* untilEnded(id)).toMatchObject({ _tag: "Killed", by: "request" })
+    }).pipe(Effect.provide(registryLayer({ limits: { grace: Duration.millis(300) } }))))
+})
