@@ -5,7 +5,7 @@
  * until the output ends or the user detaches.
  */
 import { StringDecoder } from "node:string_decoder"
-import { ControlClient, OutputUnavailable } from "@corral/core/ControlClient"
+import { ControlClient, OutputUnavailable } from "./internal/controlClient.js"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

@@ -1,5 +1,5 @@
 /** `corral logs ID [-f]`: a background shell's output, followed live with `-f`. */
-import { ControlClient, OutputUnavailable } from "@corral/core/ControlClient"
+import { ControlClient, OutputUnavailable } from "./internal/controlClient.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"

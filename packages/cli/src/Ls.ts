@@ -3,7 +3,7 @@
  * every corral supervisor (an MCP server, or any program that composes the
  * registry with its control endpoint).
  */
-import { ControlClient, ShellEntry, Snapshot } from "@corral/core/ControlClient"
+import { ControlClient, ShellEntry, Snapshot } from "./internal/controlClient.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

@@ -1,6 +1,6 @@
 /** `corral show ID`: one background shell's status and its retained output. */
-import type { Shown } from "@corral/core/ControlClient"
-import { ControlClient } from "@corral/core/ControlClient"
+import type { Shown } from "./internal/controlClient.js"
+import { ControlClient } from "./internal/controlClient.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

@@ -4,8 +4,8 @@
  * orphan, whose supervisor died, is stopped here, once its pid, process group
  * and start time are checked to still be the ones its journal recorded.
  */
-import type { Stopped } from "@corral/core/ControlClient"
-import { ControlClient } from "@corral/core/ControlClient"
+import type { Stopped } from "./internal/controlClient.js"
+import { ControlClient } from "./internal/controlClient.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { printError, writeOut } from "./internal/stdio.js"

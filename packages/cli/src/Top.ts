@@ -6,7 +6,7 @@
  */
 import * as fs from "node:fs"
 import * as tty from "node:tty"
-import { ControlClient } from "@corral/core/ControlClient"
+import { ControlClient } from "./internal/controlClient.js"
 import * as Terminal from "@effect/platform/Terminal"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Clock from "effect/Clock"

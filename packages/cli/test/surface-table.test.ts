@@ -2,7 +2,7 @@
  * The table of shells and `corral top`'s screen as pure functions: the
  * glyph grammar, the fit to the terminal, and how keys move the view.
  */
-import type { ShellEntry, Snapshot } from "@corral/core/ControlClient"
+import type { ShellEntry, Snapshot } from "../src/internal/controlClient.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as Table from "../src/internal/table.js"
 import * as Screen from "../src/internal/topScreen.js"

@@ -16,9 +16,7 @@
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
-import type { HttpBodyError } from "@effect/platform/HttpBody"
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
@@ -27,15 +25,15 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as Api from "./internal/controlApi.js"
+import * as Api from "./ControlApi.js"
 import * as Journal from "./Journal.js"
 import type { OutputChunk } from "./OutputBuffer.js"
-import * as ShellInput from "./ShellInput.js"
-import type { NoStdin, UnknownShell } from "./ShellRegistry.js"
+import type { UnknownShell } from "./ShellRegistry.js"
 import { isActive, ShellRegistry } from "./ShellRegistry.js"
+import * as ShellInput from "./ShellInput.js"
 import * as StateDir from "./StateDir.js"
 
-export { socketPath } from "./internal/controlApi.js"
+export { socketPath } from "./ControlApi.js"
 
 export class ControlSocketError extends Data.TaggedError("ControlSocketError")<{
   readonly path: string
@@ -57,12 +55,6 @@ export class ControlServer extends Context.Tag("@corral/core/ControlServer")<Con
     // `make` is defined below this class
     Effect.suspend(() => make)
   )
-}
-
-class InvalidShellId extends Data.TaggedError("InvalidShellId")<{ readonly id: string }> {
-  override get message() {
-    return `invalid shell id ${JSON.stringify(this.id)}: a registry id is "s" and a number, like s1`
-  }
 }
 
 const make = Effect.gen(function*() {
@@ -92,7 +84,9 @@ const make = Effect.gen(function*() {
   // a follower's response lasts as long as its shell: without this, closing the server would wait for it
   yield* Effect.addFinalizer(() => Effect.sync(() => node.closeAllConnections()))
   yield* restrictToOwner(path)
-  yield* server.serve(router)
+  // what a derived app may ask of its platform (file bodies, etags); these routes ask for none of it
+  const platform = yield* Layer.build(NodeHttpServer.layerContext)
+  yield* Effect.provide(server.serve(yield* httpApp), platform)
   return ControlServer.of({ path })
 })
 
@@ -112,47 +106,17 @@ const restrictToOwner = (path: string) =>
     catch: (cause) => new ControlSocketError({ path, reason: `cannot make it private: ${String(cause)}`, cause })
   })
 
-const shellId = Effect.flatMap(HttpRouter.params, (params) => {
-  const id = params.id ?? ""
-  return Api.localIdPattern.test(id) ? Effect.succeed(id) : Effect.fail(new InvalidShellId({ id }))
-})
+/** A registry id, or the refusal the client reads. */
+const shellId = ({ id }: typeof Api.ShellPath.Type) =>
+  Api.localIdPattern.test(id)
+    ? Effect.succeed(id)
+    : Effect.fail(Api.InvalidShellId.make({
+      error: "InvalidShellId",
+      message: `invalid shell id ${JSON.stringify(id)}: a registry id is "s" and a number, like s1`
+    }))
 
-const errorResponse = (status: number, body: typeof Api.ErrorResponse.Type) =>
-  HttpServerResponse.schemaJson(Api.ErrorResponse)(body, { status })
-
-/** A bad id or an unknown shell as the error body the client reads; other failures stay defects (500). */
-const handle = <R>(
-  handler: Effect.Effect<HttpServerResponse.HttpServerResponse, InvalidShellId | UnknownShell | HttpBodyError, R>
-) =>
-  Effect.catchTags(handler, {
-    InvalidShellId: (e) => errorResponse(400, { error: "InvalidShellId", message: e.message }),
-    UnknownShell: (e) => errorResponse(404, { error: "UnknownShell", message: e.message, known: e.known })
-  })
-
-/** The operator's input: on behalf of whichever agent owns the shell, as a stop is. */
-const sendInput = (id: string) =>
-  Effect.gen(function*() {
-    const registry = yield* ShellRegistry
-    const input = yield* HttpServerRequest.schemaBodyJson(Api.StdinRequest).pipe(
-      Effect.mapError((e) => new InvalidRequest({ reason: e._tag === "ParseError" ? e.message : "the body is not JSON" }))
-    )
-    const { owner } = yield* registry.info(id)
-    const delivered = yield* ShellInput.send(id, input, { owner }).pipe(Effect.catchTag("NotOwner", Effect.die))
-    return yield* HttpServerResponse.schemaJson(Api.StdinResponse)({ delivered })
-  })
-
-class InvalidRequest extends Data.TaggedError("InvalidRequest")<{ readonly reason: string }> {
-  override get message() {
-    return `invalid input for a shell: ${this.reason}. Send {"text"?: string, "eof"?: boolean}`
-  }
-}
-
-const handleInput = handle(Effect.flatMap(shellId, sendInput).pipe(
-  Effect.catchTags({
-    NoStdin: (e: NoStdin) => errorResponse(409, { error: "NoStdin", message: e.message }),
-    InvalidRequest: (e: InvalidRequest) => errorResponse(400, { error: "InvalidRequest", message: e.message })
-  })
-))
+/** An unknown shell as the refusal the client reads; other failures stay defects (500). */
+const refusal = (e: UnknownShell) => Api.UnknownShell.make({ error: "UnknownShell", message: e.message, known: e.known })
 
 const readAll = (id: string) =>
   Effect.flatMap(ShellRegistry, (registry) => registry.output(id, { mode: "all" })).pipe(
@@ -193,60 +157,64 @@ const stopShell = (id: string) =>
     return { shell: after, report, wasActive: isActive(before.status) }
   })
 
-const router = HttpRouter.empty.pipe(
-  HttpRouter.get(
-    Api.routes.shells,
-    Effect.gen(function*() {
-      const registry = yield* ShellRegistry
-      return yield* HttpServerResponse.schemaJson(Api.ListResponse)({
-        supervisor: registry.supervisor,
-        shells: yield* registry.list
-      })
-    })
-  ),
-  HttpRouter.get(
-    Api.routes.shell,
-    handle(Effect.gen(function*() {
-      const registry = yield* ShellRegistry
-      const id = yield* shellId
-      const { dropped, info, text } = yield* readAll(id)
-      return yield* HttpServerResponse.schemaJson(Api.ShowResponse)({
-        supervisor: registry.supervisor,
-        shell: info,
-        output: text,
-        dropped
-      })
-    }))
-  ),
-  HttpRouter.get(
-    Api.routes.follow,
-    handle(Effect.gen(function*() {
-      const registry = yield* ShellRegistry
-      const id = yield* shellId
-      yield* registry.info(id)
-      const context = yield* Effect.context<ShellRegistry>()
-      return HttpServerResponse.stream(Stream.provideContext(followOutput(id), context), {
-        contentType: "text/plain; charset=utf-8"
-      })
-    }))
-  ),
-  HttpRouter.post(
-    Api.routes.stop,
-    handle(Effect.flatMap(shellId, stopShell).pipe(Effect.flatMap(HttpServerResponse.schemaJson(Api.Stopped))))
-  ),
-  HttpRouter.post(Api.routes.stdin, handleInput),
-  HttpRouter.post(
-    Api.routes.stopAll,
-    Effect.gen(function*() {
-      const registry = yield* ShellRegistry
-      const active = (yield* registry.list).filter((s) => isActive(s.status))
-      const stopped = yield* Effect.forEach(
-        active,
-        // a shell dropped since the list needs no stop
-        (s) => Effect.option(stopShell(s.id)),
-        { concurrency: "unbounded" }
-      )
-      return yield* HttpServerResponse.schemaJson(Api.StopAllResponse)({ stopped: stopped.flatMap(Option.toArray) })
-    })
+/** The routes of `ControlApi`, each a call of the registry by shell id. */
+const handlers = HttpApiBuilder.group(Api.ControlApi, "shells", (handlers) =>
+  handlers
+    .handle("list", () =>
+      Effect.flatMap(ShellRegistry, (registry) =>
+        Effect.map(registry.list, (shells) => ({ supervisor: registry.supervisor, shells }))))
+    .handle("show", ({ path }) =>
+      Effect.gen(function*() {
+        const registry = yield* ShellRegistry
+        const { dropped, info, text } = yield* Effect.mapError(readAll(yield* shellId(path)), refusal)
+        return { supervisor: registry.supervisor, shell: info, output: text, dropped }
+      }))
+    .handle("follow", ({ path }) =>
+      Effect.gen(function*() {
+        const id = yield* shellId(path)
+        yield* Effect.mapError(Effect.flatMap(ShellRegistry, (registry) => registry.info(id)), refusal)
+        const context = yield* Effect.context<ShellRegistry>()
+        return HttpServerResponse.stream(Stream.provideContext(followOutput(id), context), {
+          contentType: "text/plain; charset=utf-8"
+        })
+      }))
+    .handle("stdin", ({ path, payload }) =>
+      Effect.gen(function*() {
+        const id = yield* shellId(path)
+        const registry = yield* ShellRegistry
+        const { owner } = yield* Effect.mapError(registry.info(id), refusal)
+        // the operator's input: on behalf of whichever agent owns the shell, as a stop is
+        const delivered = yield* ShellInput.send(id, payload, { owner }).pipe(
+          Effect.catchTags({
+            NotOwner: Effect.die,
+            UnknownShell: (e) => Effect.fail(refusal(e)),
+            NoStdin: (e) => Effect.fail(Api.NoStdin.make({ error: "NoStdin", message: e.message }))
+          })
+        )
+        return { delivered }
+      }))
+    .handle("stop", ({ path }) => Effect.flatMap(shellId(path), (id) => Effect.mapError(stopShell(id), refusal)))
+    .handle("stopAll", () =>
+      Effect.gen(function*() {
+        const registry = yield* ShellRegistry
+        const active = (yield* registry.list).filter((s) => isActive(s.status))
+        const stopped = yield* Effect.forEach(
+          active,
+          // a shell dropped since the list needs no stop
+          (s) => Effect.option(stopShell(s.id)),
+          { concurrency: "unbounded" }
+        )
+        return { stopped: stopped.flatMap(Option.toArray) }
+      }))
+)
+
+/** The server `ControlApi` derives, with the registry's handlers, as one app to serve. */
+const httpApp = HttpApiBuilder.httpApp.pipe(
+  Effect.provide(
+    HttpApiBuilder.api(Api.ControlApi).pipe(
+      Layer.provide(handlers),
+      Layer.merge(HttpApiBuilder.Router.Live),
+      Layer.merge(HttpApiBuilder.Middleware.layer)
+    )
   )
 )

@@ -172,3 +172,36 @@ export const Supervisor = Schema.Struct({
  * @since 0.1.0
  */
 export interface Supervisor extends Schema.Schema.Type<typeof Supervisor> {}
+
+/**
+ * Input for a shell: text, then end of file if asked (`ShellInput.send`, `write_stdin`, `corral attach`).
+ *
+ * @since 0.1.0
+ */
+export const Input = Schema.Struct({
+  text: Schema.optional(Schema.String),
+  /** End of file after the text: stdin closed on a pipe, Ctrl-D typed on a terminal. */
+  eof: Schema.optional(Schema.Boolean)
+})
+
+/**
+ * @since 0.1.0
+ */
+export interface Input extends Schema.Schema.Type<typeof Input> {}
+
+/**
+ * What input became.
+ *
+ * @since 0.1.0
+ */
+export const Delivered = Schema.Union(
+  /** A control key on a pipe, delivered as the signal a terminal would send. */
+  Schema.TaggedStruct("Signaled", { signal: SignalName, key: Schema.String }),
+  /** Text written to the pipe or typed into the terminal (`chars` may be 0 with `eof`). */
+  Schema.TaggedStruct("Written", { chars: Schema.Number, eof: Schema.Boolean, tty: Schema.Boolean })
+)
+
+/**
+ * @since 0.1.0
+ */
+export type Delivered = typeof Delivered.Type

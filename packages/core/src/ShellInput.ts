@@ -13,17 +13,9 @@ import * as Effect from "effect/Effect"
 import type { NoStdin, NotOwner, UnknownShell } from "./ShellRegistry.js"
 import { ShellRegistry } from "./ShellRegistry.js"
 
-export interface Input {
-  readonly text?: string | undefined
-  /** End of file after the text: stdin closed on a pipe, Ctrl-D typed on a terminal. */
-  readonly eof?: boolean | undefined
-}
-
-export type Delivered =
-  /** A control key on a pipe, delivered as the signal a terminal would send. */
-  | { readonly _tag: "Signaled"; readonly signal: NodeJS.Signals; readonly key: string }
-  /** Text written to the pipe or typed into the terminal (`chars` may be 0 with `eof`). */
-  | { readonly _tag: "Written"; readonly chars: number; readonly eof: boolean; readonly tty: boolean }
+// declared once, as schemas, in Shell.ts: the control endpoint carries them
+export type { Delivered, Input } from "./Shell.js"
+import type { Delivered, Input } from "./Shell.js"
 
 /** Control keys a terminal's line discipline turns into signals. */
 export const signalKeys: Readonly<Record<string, { readonly signal: NodeJS.Signals; readonly key: string }>> = {

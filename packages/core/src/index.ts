@@ -110,5 +110,5 @@ export * as StateDir from "./StateDir.js"
  */
 export * as Watcher from "./Watcher.js"
 
-// ControlServer and ControlClient pull in an HTTP stack: import them from
-// "@corral/core/ControlServer" and "@corral/core/ControlClient".
+// ControlApi and ControlServer pull in an HTTP stack: import them from
+// "@corral/core/ControlApi" and "@corral/core/ControlServer".

@@ -4,7 +4,7 @@
  * is read, so a slow reader slows the supervisor's stream; once the reader is
  * gone (`corral logs -f | head`) there is no point in following any longer.
  */
-import { ControlClient } from "@corral/core/ControlClient"
+import { ControlClient } from "./controlClient.js"
 import * as Effect from "effect/Effect"
 import { identity } from "effect/Function"
 import * as Stream from "effect/Stream"

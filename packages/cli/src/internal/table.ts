@@ -4,7 +4,7 @@
  * exited 0, a dim `■` for a shell that was killed (ending a dev server on
  * request is normal, not an error), `✗` any other non-zero exit or error.
  */
-import type { ShellEntry, Snapshot, SupervisorView } from "@corral/core/ControlClient"
+import type { ShellEntry, Snapshot, SupervisorView } from "./controlClient.js"
 
 export type Tone = "green" | "yellow" | "red" | "dim" | "bold" | "inverse"
 

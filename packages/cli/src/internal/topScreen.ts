@@ -3,7 +3,7 @@
  * wider than the terminal, so nothing ever wraps or scrolls; each is drawn
  * at its own row and the rest of that row cleared.
  */
-import type { ShellEntry } from "@corral/core/ControlClient"
+import type { ShellEntry } from "./controlClient.js"
 import * as Option from "effect/Option"
 import * as Table from "./table.js"
 import type { State, View } from "./topState.js"

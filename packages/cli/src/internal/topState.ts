@@ -3,7 +3,7 @@
  * latest table, the selected row (kept by id as rows come and go) and the
  * attached shell's output.
  */
-import type { ShellEntry, Snapshot } from "@corral/core/ControlClient"
+import type { ShellEntry, Snapshot } from "./controlClient.js"
 import * as Option from "effect/Option"
 
 export interface Size {

@@ -21,20 +21,20 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as GroupStop from "./GroupStop.js"
-import * as Api from "./internal/controlApi.js"
-import * as Http from "./internal/controlHttp.js"
-import * as Journal from "./Journal.js"
-import { Limits } from "./Limits.js"
-import { ProcessTable } from "./ProcessTable.js"
-import * as StateDir from "./StateDir.js"
+import * as Api from "@corral/core/ControlApi"
+import * as GroupStop from "@corral/core/GroupStop"
+import * as Journal from "@corral/core/Journal"
+import { Limits } from "@corral/core/Limits"
+import { ProcessTable } from "@corral/core/ProcessTable"
+import * as StateDir from "@corral/core/StateDir"
+import * as Http from "./controlHttp.js"
 
-import { ShellInfo, Supervisor } from "./Shell.js"
-import type { StopReport } from "./Shell.js"
+import { ShellInfo, Supervisor } from "@corral/core/Shell"
+import type { Delivered, Input, StopReport } from "@corral/core/Shell"
 /** What a supervisor did with input (see `ShellInput.Delivered`). */
-export type Delivered = typeof Api.StdinResponse.Type["delivered"]
+export type { Delivered } from "@corral/core/Shell"
 
-export type { StopReport, Supervisor } from "./Shell.js"
+export type { StopReport, Supervisor } from "@corral/core/Shell"
 
 export const SupervisorState = Schema.Literal(
   /** It answered over its socket. */
@@ -155,7 +155,7 @@ export interface ClientOptions {
   readonly timeout?: Duration.DurationInput | undefined
 }
 
-export class ControlClient extends Context.Tag("@corral/core/ControlClient")<ControlClient, {
+export class ControlClient extends Context.Tag("@corral/cli/ControlClient")<ControlClient, {
   /** The state directory; supervisors are also looked for in `searched`. */
   readonly stateDir: string
   readonly searched: ReadonlyArray<string>
@@ -167,7 +167,7 @@ export class ControlClient extends Context.Tag("@corral/core/ControlClient")<Con
   /** Input to a live shell, delivered as `ShellInput.send` does: the operator's, whichever agent owns it. */
   readonly write: (
     id: string,
-    input: typeof Api.StdinRequest.Type
+    input: Input
   ) => Effect.Effect<Delivered, FindError | OutputUnavailable | NoInput | ControlError>
   readonly stopAll: Effect.Effect<StoppedAll, ControlError>
 }>() {
@@ -282,7 +282,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
   const visit = ({ dir, journal, name }: Listed) =>
     Effect.gen(function*() {
       const socket = Api.socketPath(dir, name)
-      const answer = yield* Effect.either(Http.ask(socket, "GET", Api.routes.shells, Api.ListResponse, timeout))
+      const answer = yield* Effect.either(Http.ask(socket, Http.list, timeout))
       if (Either.isRight(answer)) {
         const { shells, supervisor } = answer.right
         return Option.some<Found>({
@@ -367,7 +367,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
   const show = Effect.fn("ControlClient.show")(function*(id: string) {
     const { entry, found, local } = yield* find(id)
     if (entry.reach !== "live") return { entry, output: Option.none() } satisfies Shown
-    const answer = yield* Http.ask(found.view.socket, "GET", Api.pathOf(Api.routes.shell, local), Api.ShowResponse).pipe(
+    const answer = yield* Http.ask(found.view.socket, Http.show(local)).pipe(
       Effect.catchAll(refusedAsNotFound(id))
     )
     return {
@@ -381,7 +381,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
       const { entry, found, local } = yield* find(id)
       if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
       return Stream.catchAll(
-        Http.stream(found.view.socket, Api.pathOf(Api.routes.follow, local)),
+        Http.follow(found.view.socket, local),
         (error) => Stream.fromEffect(refusedAsNotFound(id)(error))
       )
     }))
@@ -409,7 +409,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
         return stopped ?? (yield* notFound(id))
       }
       case "live": {
-        const answer = yield* Http.ask(found.view.socket, "POST", Api.pathOf(Api.routes.stop, local), Api.Stopped).pipe(
+        const answer = yield* Http.ask(found.view.socket, Http.stop(local)).pipe(
           Effect.catchAll(refusedAsNotFound(id))
         )
         return stoppedOf(entry.supervisor)(answer)
@@ -425,7 +425,7 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
         case "dead":
           return found.recorded === undefined ? [] : yield* stopOrphans(found.recorded, found.orphans)
         case "live": {
-          const answer = yield* Http.ask(found.view.socket, "POST", Api.routes.stopAll, Api.StopAllResponse).pipe(
+          const answer = yield* Http.ask(found.view.socket, Http.stopAll).pipe(
             Effect.mapError(protocolError)
           )
           return answer.stopped.map(stoppedOf(found.view.supervisor))
@@ -442,10 +442,10 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
     } satisfies StoppedAll
   }).pipe(Effect.withSpan("ControlClient.stopAll"))
 
-  const write = Effect.fn("ControlClient.write")(function*(id: string, input: typeof Api.StdinRequest.Type) {
+  const write = Effect.fn("ControlClient.write")(function*(id: string, input: Input) {
     const { entry, found, local } = yield* find(id)
     if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
-    const answer = yield* Http.ask(found.view.socket, "POST", Api.pathOf(Api.routes.stdin, local), Api.StdinResponse, undefined, input).pipe(
+    const answer = yield* Http.ask(found.view.socket, Http.stdin(local, input)).pipe(
       Effect.catchAll((error): Effect.Effect<never, NoSuchShell | ControlError | NoInput> =>
         error._tag === "Refused" && error.body.error === "NoStdin"
           ? Effect.fail(new NoInput({ id }))
