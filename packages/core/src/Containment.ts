@@ -81,7 +81,10 @@ const make = (
       backend,
       cell,
       stop: (targets, options) => Effect.provide(GroupStop.stopGroups(targets, options), context),
-      members: (target) => Effect.map(MembershipImpl.make(table, [target]).scan, (live) => live[0]!.length),
+      members: (target) => {
+        const membership = MembershipImpl.make(table, [target])
+        return Effect.map(membership.scan, () => membership.groups[0]!.live.length)
+      },
       reapLeftovers: Effect.provide(reap, context)
     } satisfies Containment["Type"]
   })

@@ -8,10 +8,11 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type { LimitsShape } from "./Limits.js"
 import { Limits } from "./Limits.js"
 import type { ContainmentBackend } from "./Shell.js"
 import type { StopTarget as StopTargetSchema } from "./internal/watcherMessage.js"
-import type { Live, Membership } from "./internal/membership.js"
+import type { Group, Membership } from "./internal/membership.js"
 import type { ProcessInfo, Signal } from "./ProcessTable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
@@ -43,15 +44,25 @@ export interface StopOptions {
 export const stopGroup = (target: StopTarget, options?: StopOptions) =>
   Effect.map(stopGroups([target], options), (reports) => reports[0]!)
 
-/** One group's stop as it goes: what its report is made of. */
+/** One group's stop as it goes: its members as the membership finds them, and what its report is made of. */
 interface Progress {
-  readonly target: StopTarget
+  readonly group: Group
   /** Live members when the stop began. */
   readonly members: number
+  /** Members that got the first signal: any other found later gets it then. */
+  readonly signalled: Set<string>
   /** The most members the kill loop struck at once. */
   killed: number
   /** When the group was last seen empty, after being seen with members; undefined while it has some. */
   emptiedAt: number | undefined
+}
+
+/** What every step of one stop works with. */
+interface Run {
+  readonly membership: Membership
+  readonly progress: ReadonlyArray<Progress>
+  readonly wake: (ms: number) => Effect.Effect<void>
+  readonly first: Signal
 }
 
 export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
@@ -59,60 +70,70 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   options?: StopOptions
 ) {
   const limits = yield* Limits
-  const members = MembershipImpl.make(yield* ProcessTable, targets)
-  const grace = Duration.toMillis(options?.grace ?? limits.grace)
+  const membership = MembershipImpl.make(yield* ProcessTable, targets)
   const began = yield* Clock.currentTimeMillis
-  const wake = makeWake(options?.wakeOn ?? [])
-  const first = options?.signal ?? "SIGTERM"
-
-  let live = yield* members.scan
-  const progress = targets.map((target, i): Progress => ({
-    target,
-    members: live[i]!.length,
-    killed: 0,
-    emptiedAt: live[i]!.length === 0 ? began : undefined
-  }))
-  // each group's own end: a group found with members again (a newcomer) has not ended yet
-  const observe = (found: Live) =>
-    Effect.map(Clock.currentTimeMillis, (now) =>
-      found.forEach((ps, i) => {
-        const p = progress[i]!
-        p.emptiedAt = ps.length > 0 ? undefined : p.emptiedAt ?? now
-      }))
-  yield* members.signal(live, first)
-  yield* members.signal(live, "SIGCONT")
-  // a member first seen later (born since, or not yet in its cgroup) gets the first signal then, within the grace
-  const termed = new Set(live.flatMap((ps) => ps.map(keyOf)))
-  const termNewcomers = (found: Live) => {
-    const fresh = found.map((ps) => ps.filter((p) => !termed.has(keyOf(p))))
-    fresh.forEach((ps) => ps.forEach((p) => termed.add(keyOf(p))))
-    return Effect.zipRight(members.signalEach(fresh, first), members.signalEach(fresh, "SIGCONT"))
+  yield* membership.scan
+  const run: Run = {
+    membership,
+    progress: membership.groups.map((group) => ({
+      group,
+      members: group.live.length,
+      signalled: new Set(group.live.map(keyOf)),
+      killed: 0,
+      emptiedAt: group.live.length === 0 ? began : undefined
+    })),
+    wake: makeWake(options?.wakeOn ?? []),
+    first: options?.signal ?? "SIGTERM"
   }
-  live = yield* pollUntilEmpty(members, wake, live, began + grace, observe, termNewcomers)
-  live.forEach((ps, i) => (progress[i]!.killed = ps.length))
-  const killUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout)
-  while (isAnyAlive(live) && (yield* Clock.currentTimeMillis) < killUntil) {
-    const struck = yield* members.kill(live)
-    struck.forEach((ps, i) => (progress[i]!.killed = Math.max(progress[i]!.killed, ps.length)))
-    const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
-    live = yield* pollUntilEmpty(members, wake, struck, Math.min(nextRound, killUntil), observe)
-  }
-  if (isAnyAlive(live)) live = yield* members.scan
+  yield* membership.signal(run.first)
+  yield* membership.signal("SIGCONT")
+  yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers)
+  for (const p of run.progress) p.killed = p.group.live.length
+  yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
+  if (isAnyAlive(run)) yield* membership.scan
   const finished = yield* Clock.currentTimeMillis
-  return progress.map((p, i): StopReport => ({
-    pgid: p.target.pgid,
-    containment: backendOf(p.target),
-    signals: members.tally[i]!,
-    escalated: p.killed > 0,
-    killed: p.killed,
-    durationMs: (live[i]!.length > 0 ? finished : p.emptiedAt ?? finished) - began,
-    members: p.members,
-    survivors: live[i]!.map((p) => p.pid),
-    escaped: [...members.escaped[i]!]
+  return run.progress.map(({ emptiedAt, group, killed, members }): StopReport => ({
+    pgid: group.target.pgid,
+    containment: backendOf(group.target),
+    signals: { ...group.sent },
+    escalated: killed > 0,
+    killed,
+    durationMs: (group.live.length > 0 ? finished : emptiedAt ?? finished) - began,
+    members,
+    survivors: group.live.map((p) => p.pid),
+    escaped: [...group.escaped]
   }))
 })
 
-const isAnyAlive = (live: Live) => live.some((l) => l.length > 0)
+/** Kill rounds every `killInterval`, each waiting for what it struck to go, until all are gone or `until`. */
+const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>
+  Effect.gen(function*() {
+    while (isAnyAlive(run) && (yield* Clock.currentTimeMillis) < until) {
+      yield* run.membership.kill
+      for (const p of run.progress) p.killed = Math.max(p.killed, p.group.live.length)
+      const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
+      yield* pollUntilEmpty(run, Math.min(nextRound, until))
+    }
+  })
+
+/** A member first seen after the first signal was sent (born since, or not yet in its cgroup) gets it then, within the grace. */
+const signalNewcomers = (run: Run) =>
+  Effect.forEach(run.progress, ({ group, signalled }) => {
+    const fresh = group.live.filter((p) => !signalled.has(keyOf(p)))
+    fresh.forEach((p) => signalled.add(keyOf(p)))
+    return fresh.length === 0 ? Effect.void : Effect.zipRight(
+      run.membership.signalEach(group, fresh, run.first),
+      run.membership.signalEach(group, fresh, "SIGCONT")
+    )
+  }, { discard: true })
+
+/** Each group's own end: a group found with members again (a newcomer) has not ended yet. */
+const observe = (run: Run) =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    for (const p of run.progress) p.emptiedAt = p.group.live.length > 0 ? undefined : p.emptiedAt ?? now
+  })
+
+const isAnyAlive = (run: Run) => run.membership.groups.some((g) => g.live.length > 0)
 
 const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
@@ -130,30 +151,23 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
  * Re-reads the known members every millisecond for the first 20 ms, then
  * every 10 ms (never more often than a check costs), so a fast exit is seen
  * fast without spinning on a stubborn group. Only when they are all gone is
- * membership enumerated again, to catch members forked since.
+ * membership enumerated again, to catch members forked since; `onScan` sees
+ * what that finds.
  */
-const pollUntilEmpty = (
-  members: Membership,
-  wake: (ms: number) => Effect.Effect<void>,
-  known: Live,
-  deadline: number,
-  observe: (live: Live) => Effect.Effect<void>,
-  onScan: (live: Live) => Effect.Effect<void> = () => Effect.void
-) =>
+const pollUntilEmpty = (run: Run, deadline: number, onScan: (run: Run) => Effect.Effect<void> = () => Effect.void) =>
   Effect.gen(function*() {
     const from = yield* Clock.currentTimeMillis
-    let live = known
     while (true) {
       const checkStarted = yield* Clock.currentTimeMillis
-      live = yield* members.recheck(live)
-      if (!isAnyAlive(live)) {
-        live = yield* members.scan
-        yield* onScan(live)
+      yield* run.membership.recheck
+      if (!isAnyAlive(run)) {
+        yield* run.membership.scan
+        yield* onScan(run)
       }
-      yield* observe(live)
+      yield* observe(run)
       const now = yield* Clock.currentTimeMillis
-      if (!isAnyAlive(live) || now >= deadline) return live
+      if (!isAnyAlive(run) || now >= deadline) return
       const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)
-      yield* wake(Math.min(pause, deadline - now))
+      yield* run.wake(Math.min(pause, deadline - now))
     }
   })

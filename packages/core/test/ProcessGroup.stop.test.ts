@@ -95,6 +95,23 @@ describe("ProcessGroup stop: children that outlive the leader", () => {
     }).pipe(grace(2_000)))
 })
 
+describe("ProcessGroup stop: members born during the stop", () => {
+  orphaning("a member forked after SIGTERM was sent gets SIGTERM too, before the grace runs out", () =>
+    Effect.gen(function*() {
+      // the leader's TERM trap starts a new member of the group (a sleep, which dies of TERM), then exits
+      const group = yield* ProcessGroup.spawn({ command: "trap 'sleep 30 & exit 0' TERM; echo ready; sleep 30 & wait" })
+      yield* waitForOutput(group, "ready")
+      const start = Date.now()
+      const report = yield* group.stop()
+      // without its own SIGTERM the newcomer would live until the grace ended, then die of SIGKILL
+      expect(elapsedSince(start)).toBeLessThan(5_000)
+      expect(report).toMatchObject({ escalated: false, killed: 0, survivors: [], signals: { SIGKILL: 0 } })
+      // one to the group, one to the newcomer by pid
+      expect(report.signals.SIGTERM).toBe(2)
+      nothingLeft(group)
+    }).pipe(Effect.scoped, grace(10_000)))
+})
+
 describe("ProcessGroup stop: zombies under a PID 1 that never reaps", () => {
   // Inside the namespace `npm test` creates, PID 1 is the `npm exec vitest`
   // process that scripts/in-pidns.mjs starts: a Node process. libuv only

@@ -45,23 +45,32 @@ const sparing: ReadonlySet<number> = new Set([
 export const pidnsLeaderSurvives = (signal: Signal): boolean =>
   sparing.has(typeof signal === "number" ? signal : constants.signals[signal])
 
-export type Live = ReadonlyArray<ReadonlyArray<ProcessInfo>>
-
 type Tally = Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>
 
+/** One group under a stop: its target, its members as last found, and what was sent to it. */
+export interface Group {
+  readonly target: StopTarget
+  /** Its live members when last looked at (after a kill: whom the kill struck). */
+  live: ReadonlyArray<ProcessInfo>
+  /** Signals the kernel accepted, by name. */
+  readonly sent: Tally
+  /** Pids that had left the session, signalled by pid. */
+  readonly escaped: Set<number>
+}
+
 export interface Membership {
-  /** Every member now, new ones included. */
-  readonly scan: Effect.Effect<Live>
-  /** Re-reads only the given members; one that died, or whose pid was reused, is dropped. */
-  readonly recheck: (live: Live) => Effect.Effect<Live>
+  /** One per target, in the targets' order. */
+  readonly groups: ReadonlyArray<Group>
+  /** Finds every group's members now, new ones included. */
+  readonly scan: Effect.Effect<void>
+  /** Re-reads only the members each group has; one that died, or whose pid was reused, is dropped. */
+  readonly recheck: Effect.Effect<void>
   /** Sends `signal` to every member: by group where the group is the shell's, else by pid. */
-  readonly signal: (live: Live, signal: Signal) => Effect.Effect<void>
-  /** Sends `signal` to each given member by pid, and to no one else. */
-  readonly signalEach: (live: Live, signal: Signal) => Effect.Effect<void>
-  /** SIGKILLs every member, frozen first where membership is not exact; returns whom it struck. */
-  readonly kill: (live: Live) => Effect.Effect<Live>
-  readonly tally: ReadonlyArray<Tally>
-  readonly escaped: ReadonlyArray<Set<number>>
+  readonly signal: (signal: Signal) => Effect.Effect<void>
+  /** Sends `signal` to the given members of `group` by pid, and to no one else. */
+  readonly signalEach: (group: Group, members: ReadonlyArray<ProcessInfo>, signal: Signal) => Effect.Effect<void>
+  /** SIGKILLs every member, frozen first where membership is not exact; each group's `live` is then whom it struck. */
+  readonly kill: Effect.Effect<void>
 }
 
 /** How often a cgroup that the kernel says is populated is read before an empty reading is believed. */
@@ -70,11 +79,12 @@ const MAX_CGROUP_READINGS = 100
 /** How many freeze rounds a kill makes before it strikes what it holds. */
 const MAX_FREEZE_ROUNDS = 20
 
+/** Members by group, for the steps of a kill. */
+type Found = ReadonlyMap<Group, ReadonlyArray<ProcessInfo>>
+
 export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>): Membership => {
-  const tally = targets.map((): Tally => ({ SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }))
-  const escaped = targets.map(() => new Set<number>())
-  const scanned = targets.flatMap((t, i) => (t.cgroup === undefined ? [i] : []))
-  const tree = makeTreeIndex(table, targets, scanned)
+  const groups = targets.map((target): Group => ({ target, live: [], sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }, escaped: new Set() }))
+  const tree = makeTreeIndex(table, groups.filter((g) => g.target.cgroup === undefined))
 
   const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
 
@@ -96,17 +106,33 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
       return []
     })
 
-  const scan: Effect.Effect<Live> = Effect.gen(function*() {
-    const byScan = scanned.length > 0 ? yield* tree.members(yield* table.scan) : new Map<number, Array<ProcessInfo>>()
-    return yield* Effect.forEach(targets, (t, i) => (t.cgroup === undefined ? Effect.succeed(byScan.get(i) ?? []) : cgroupMembers(t.cgroup)))
+  const find: Effect.Effect<Found> = Effect.gen(function*() {
+    const byScan = tree.scanned ? yield* tree.members(yield* table.scan) : new Map<Group, Array<ProcessInfo>>()
+    const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
+    for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g.target.cgroup))
+    return found
   })
+  const scan = Effect.map(find, (found) => groups.forEach((g) => (g.live = found.get(g) ?? [])))
 
   const stillAlive = (p: ProcessInfo) => Effect.map(lookupLive(p.pid), Option.exists((now) => now.startTime === p.startTime))
-  const recheck = (live: Live) => Effect.forEach(live, (ps) => Effect.filter(ps, stillAlive))
+  const recheck = Effect.forEach(groups, (g) => Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live)), { discard: true })
 
-  const send = (i: number, target: number, signal: Signal) =>
+  const signals = makeSignals(table)
+  return {
+    groups,
+    scan,
+    recheck,
+    signal: (sig) => signals.toFound(new Map(groups.map((g) => [g, g.live])), sig),
+    signalEach: signals.each,
+    kill: makeKill(groups, find, signals.toFound)
+  }
+}
+
+/** Signals to members, each counted on its group when the kernel accepted it. */
+const makeSignals = (table: ProcessTable["Type"]) => {
+  const send = (group: Group, target: number, signal: Signal) =>
     Effect.map(table.signal(target, signal), (accepted) => {
-      if (accepted && signal in tally[i]!) tally[i]![signal as keyof Tally] += 1
+      if (accepted && signal in group.sent) group.sent[signal as keyof Tally] += 1
     })
 
   /**
@@ -114,59 +140,65 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
    * escaper) is signalled by pid, and so is every member but `unshare` when
    * the signal would kill that leader of a PID namespace.
    */
-  const signalTarget = (i: number, members: ReadonlyArray<ProcessInfo>, signal: Signal) =>
+  const toGroup = (group: Group, members: ReadonlyArray<ProcessInfo>, signal: Signal) =>
     Effect.gen(function*() {
-      const target = targets[i]!
-      const groups = new Set<number>()
+      const { target } = group
+      const pgids = new Set<number>()
       const aroundLeader = target.pidns === true && !pidnsLeaderSurvives(signal)
       for (const p of members) {
         const own = p.sid === target.sid || p.pgid === target.pgid
-        if (!own) escaped[i]!.add(p.pid)
-        if (own && !aroundLeader) groups.add(p.pgid)
-        else if (p.pid !== target.pgid) yield* send(i, p.pid, signal)
+        if (!own) group.escaped.add(p.pid)
+        if (own && !aroundLeader) pgids.add(p.pgid)
+        else if (p.pid !== target.pgid) yield* send(group, p.pid, signal)
       }
-      for (const pgid of groups) yield* send(i, -pgid, signal)
+      for (const pgid of pgids) yield* send(group, -pgid, signal)
     })
 
-  const signal = (live: Live, sig: Signal) => Effect.forEach(live, (ps, i) => signalTarget(i, ps, sig), { discard: true })
+  return {
+    toFound: (found: Found, sig: Signal) => Effect.forEach(found, ([g, ps]) => toGroup(g, ps, sig), { discard: true }),
+    each: (group: Group, members: ReadonlyArray<ProcessInfo>, sig: Signal) =>
+      Effect.forEach(members, (p) => send(group, p.pid, sig), { discard: true })
+  }
+}
 
-  const signalEach = (live: Live, sig: Signal) =>
-    Effect.forEach(live, (ps, i) => Effect.forEach(ps, (p) => send(i, p.pid, sig), { discard: true }), { discard: true })
-
+/**
+ * The kill: the first freezes scanned shells, strikes everything held, then
+ * continues it, so nothing SIGKILL could not reach is left stopped; later
+ * rounds strike what is left. Each group's `live` is then whom it struck.
+ */
+const makeKill = (
+  groups: ReadonlyArray<Group>,
+  find: Effect.Effect<Found>,
+  signal: (found: Found, sig: Signal) => Effect.Effect<void>
+) => {
   // only a plain scan needs freezing: a cgroup or a namespace is killed whole
-  const scannedOnly = (live: Live): Live => live.map((ps, i) => (backendOf(targets[i]!) === "procScan" ? ps : []))
+  const scannedOnly = (found: Found): Found => new Map([...found].filter(([g]) => backendOf(g.target) === "procScan"))
+  const anyIn = (found: Found) => [...found.values()].some((ps) => ps.length > 0)
 
   /** SIGSTOP what is known, rescan, repeat until a scan finds no new member still running. */
-  const freeze = (live: Live) =>
+  const freeze = (live: Found) =>
     Effect.gen(function*() {
       let held = live
       let stopping = scannedOnly(live)
-      for (let round = 0; round < MAX_FREEZE_ROUNDS && stopping.some((ps) => ps.length > 0); round++) {
+      for (let round = 0; round < MAX_FREEZE_ROUNDS && anyIn(stopping); round++) {
         yield* signal(stopping, "SIGSTOP")
-        const now = yield* scan
-        stopping = scannedOnly(now.map((ps, i) => ps.filter((p) => !isStopped(p) && !has(held[i]!, p))))
-        held = now.map((ps, i) => union(held[i]!, ps))
+        const now = yield* find
+        stopping = scannedOnly(new Map([...now].map(([g, ps]) => [g, ps.filter((p) => !isStopped(p) && !has(held.get(g) ?? [], p))])))
+        held = new Map([...now].map(([g, ps]) => [g, union(held.get(g) ?? [], ps)]))
       }
       return held
     })
 
   let frozen = false
-  /**
-   * The first kill freezes scanned shells, strikes everything held, then
-   * continues it, so nothing SIGKILL could not reach is left stopped; later
-   * rounds strike what is left.
-   */
-  const kill = (live: Live) =>
-    Effect.gen(function*() {
-      targets.forEach((t, i) => t.cgroup !== undefined && live[i]!.length > 0 && Cgroup.kill(t.cgroup))
-      const held = frozen ? live : yield* freeze(live)
-      yield* signal(held, "SIGKILL")
-      if (!frozen) yield* signal(scannedOnly(held), "SIGCONT")
-      frozen = true
-      return held
-    })
-
-  return { scan, recheck, signal, signalEach, kill, tally, escaped }
+  return Effect.gen(function*() {
+    groups.forEach((g) => g.target.cgroup !== undefined && g.live.length > 0 && Cgroup.kill(g.target.cgroup))
+    const live: Found = new Map(groups.map((g) => [g, g.live]))
+    const held = frozen ? live : yield* freeze(live)
+    yield* signal(held, "SIGKILL")
+    if (!frozen) yield* signal(scannedOnly(held), "SIGCONT")
+    frozen = true
+    groups.forEach((g) => (g.live = held.get(g) ?? []))
+  })
 }
 
 const isStopped = (p: ProcessInfo) => p.state === "T" || p.state === "t"
@@ -179,24 +211,23 @@ const union = (a: ReadonlyArray<ProcessInfo>, b: ReadonlyArray<ProcessInfo>) => 
 }
 
 /**
- * Splits a table scan into each scanned target's members. Remembers every
+ * Splits a table scan into each scanned group's members. Remembers every
  * member it has seen (pid and start time), so a descendant stays a member
  * after its parent dies and it is reparented away.
  */
-const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>, scanned: ReadonlyArray<number>) => {
-  const byShellId = new Map(scanned.flatMap((i) => (targets[i]!.shellId ? [[targets[i]!.shellId!, i] as const] : [])))
-  const bySession = new Map(scanned.map((i) => [targets[i]!.sid, i]))
-  const byGroup = new Map(scanned.map((i) => [targets[i]!.pgid, i]))
-  const oldest = Math.min(...scanned.map((i) => targets[i]!.startTime))
-  const seen = new Map<string, number>()
+const makeTreeIndex = (table: ProcessTable["Type"], scanned: ReadonlyArray<Group>) => {
+  const byShellId = new Map(scanned.flatMap((g) => (g.target.shellId ? [[g.target.shellId, g] as const] : [])))
+  const bySession = new Map(scanned.map((g) => [g.target.sid, g]))
+  const byGroup = new Map(scanned.map((g) => [g.target.pgid, g]))
+  const oldest = Math.min(...scanned.map((g) => g.target.startTime))
+  const seen = new Map<string, Group>()
   // members seen so far, by pid: a session or group one of them made is the shell's too
-  const leaders = new Map<number, { readonly i: number; readonly startTime: number }>()
+  const leaders = new Map<number, { readonly group: Group; readonly startTime: number }>()
   const tags = new Map<string, ReadonlyArray<string>>()
-  const namespaces = new Map<number, number>()
-  const resolveNamespaces = Effect.forEach(scanned, (i) => {
-    const t = targets[i]!
-    if (!t.pidns || [...namespaces.values()].includes(i)) return Effect.void
-    return Effect.map(namespaceOfLeader(table, t), Option.map((ns) => namespaces.set(ns, i)))
+  const namespaces = new Map<number, Group>()
+  const resolveNamespaces = Effect.forEach(scanned, (g) => {
+    if (!g.target.pidns || [...namespaces.values()].includes(g)) return Effect.void
+    return Effect.map(namespaceOfLeader(table, g.target), Option.map((ns) => namespaces.set(ns, g)))
   }, { discard: true })
   const key = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
   const tagsOf = (p: ProcessInfo) => {
@@ -213,7 +244,7 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
     for (const id of [p.sid, p.pgid]) {
       const leader = leaders.get(id)
       const reused = now.has(id) && now.get(id) !== leader?.startTime
-      if (leader !== undefined && !reused && p.startTime >= leader.startTime) return leader.i
+      if (leader !== undefined && !reused && p.startTime >= leader.startTime) return leader.group
     }
     return undefined
   }
@@ -229,43 +260,50 @@ const makeTreeIndex = (table: ProcessTable["Type"], targets: ReadonlyArray<StopT
       return undefined
     })
 
-  const members = (all: ReadonlyArray<ProcessInfo>) =>
+  /** Who owns each process: directly (group, session, tag, namespace), or as a descendant or in a session or group a member made. */
+  const owners = (all: ReadonlyArray<ProcessInfo>) =>
     Effect.gen(function*() {
-      yield* resolveNamespaces
-      const out = new Map<number, Array<ProcessInfo>>()
-      const owner = new Map<number, number>()
+      const owner = new Map<number, Group>()
       const orphans: Array<ProcessInfo> = []
       const now = new Map(all.map((p) => [p.pid, p.startTime]))
       // a zombie still links its children to the shell: a hopper forks, then dies
       for (const p of all) {
         if (p.pid === process.pid || p.startTime < oldest) continue
-        const i = isGone(p) ? seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) : yield* ownerOf(p, now)
-        if (i !== undefined && p.startTime >= targets[i]!.startTime) owner.set(p.pid, i)
+        const g = isGone(p) ? seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) : yield* ownerOf(p, now)
+        if (g !== undefined && p.startTime >= g.target.startTime) owner.set(p.pid, g)
         else orphans.push(p)
       }
       // descendants, and the sessions and groups members made: members too, to any depth
       for (let grew = true; grew;) {
         grew = false
         for (const p of orphans) {
-          const i = owner.get(p.ppid) ?? owner.get(p.sid) ?? owner.get(p.pgid)
-          if (i !== undefined && !owner.has(p.pid) && p.startTime >= targets[i]!.startTime) {
-            owner.set(p.pid, i)
+          const g = owner.get(p.ppid) ?? owner.get(p.sid) ?? owner.get(p.pgid)
+          if (g !== undefined && !owner.has(p.pid) && p.startTime >= g.target.startTime) {
+            owner.set(p.pid, g)
             grew = true
           }
         }
       }
+      return owner
+    })
+
+  const members = (all: ReadonlyArray<ProcessInfo>) =>
+    Effect.gen(function*() {
+      yield* resolveNamespaces
+      const owner = yield* owners(all)
+      const out = new Map<Group, Array<ProcessInfo>>()
       for (const p of all) {
-        const i = owner.get(p.pid)
-        if (i === undefined || isGone(p)) continue
-        seen.set(key(p), i)
-        leaders.set(p.pid, { i, startTime: p.startTime })
-        const list = out.get(i)
-        if (list === undefined) out.set(i, [p])
+        const g = owner.get(p.pid)
+        if (g === undefined || isGone(p)) continue
+        seen.set(key(p), g)
+        leaders.set(p.pid, { group: g, startTime: p.startTime })
+        const list = out.get(g)
+        if (list === undefined) out.set(g, [p])
         else list.push(p)
       }
       return out
     })
-  return { members }
+  return { scanned: scanned.length > 0, members }
 }
 
 /**
