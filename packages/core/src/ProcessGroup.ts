@@ -14,6 +14,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import type { Backend, Cell } from "./Containment.js"
 import { Containment } from "./Containment.js"
@@ -167,11 +168,16 @@ export interface ProcessGroup {
 
 const StopStateId: unique symbol = Symbol.for("@corral/core/ProcessGroup/StopState")
 
-/** The group's stop: not begun while `claimed` is false, then under way until `report` is done. */
+/** Where a group's stop is: not asked for yet, under way with its report to come, or done. */
+type StopPhase =
+  | { readonly _tag: "NotAsked" }
+  | { readonly _tag: "Stopping"; readonly report: Deferred.Deferred<StopReport> }
+  | { readonly _tag: "Stopped"; readonly report: StopReport }
+
+/** The group's own stop: its phase, and the stop to run, with the services it needs resolved at spawn. */
 interface StopState {
-  claimed: boolean
-  readonly report: Deferred.Deferred<StopReport>
-  readonly containment: Containment["Type"]
+  phase: StopPhase
+  readonly run: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
   /** Done once the group holds what a stop must reach: its command, not only the command's init. */
   readonly ready: Effect.Effect<void>
 }
@@ -466,7 +472,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       Effect.ignore
     )
     : Effect.void
-  const stopState: StopState = { claimed: false, report: yield* Deferred.make<StopReport>(), containment, ready }
+  const stopState: StopState = { phase: { _tag: "NotAsked" }, run: containment.stop, ready }
   const group: ProcessGroup = {
     shellId,
     containment: cell.backend,
@@ -484,9 +490,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(
         Effect.map((reports) => reports[0]!)
       ),
-    stopReport: Deferred.poll(stopState.report).pipe(
-      Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))
-    ),
+    stopReport: Effect.sync(() => stopState.phase._tag === "Stopped" ? Option.some(stopState.phase.report) : Option.none()),
     [StopStateId]: stopState
   }
   if (Option.isSome(watcher)) yield* watcher.value.update(shellId, group.target)
@@ -497,24 +501,42 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
 export const stopAll = (
   groups: ReadonlyArray<ProcessGroup>,
   options?: StopOptions
-): Effect.Effect<ReadonlyArray<StopReport>> => {
-  const states = groups.map((g) => g[StopStateId])
+): Effect.Effect<ReadonlyArray<StopReport>> =>
   // claiming and forking are one step: an interrupt between them would leave a claimed stop no one runs
-  const begin = Effect.uninterruptible(Effect.suspend(() => {
-    const mine = groups.filter((g) => !g[StopStateId].claimed)
-    for (const g of mine) g[StopStateId].claimed = true
-    if (mine.length === 0) return Effect.void
-    return Effect.forkDaemon(
-      Effect.forEach(mine, (g) => g[StopStateId].ready, { concurrency: "unbounded", discard: true }).pipe(
-        Effect.zipRight(mine[0]![StopStateId].containment.stop(mine.map((g) => g.target), options)),
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Effect.forEach(mine, (g, i) => Deferred.done(g[StopStateId].report, Exit.map(exit, (reports) => reports[i]!)), {
-            discard: true
-          })
-        )
-      )
-    )
-  }))
-  return Effect.zipRight(begin, Effect.forEach(states, (s) => Deferred.await(s.report)))
+  Effect.zipRight(
+    Effect.uninterruptible(Effect.suspend(() => begin(groups.filter((g) => g[StopStateId].phase._tag === "NotAsked"), options))),
+    Effect.forEach(groups, (g) => awaitStop(g[StopStateId]))
+  )
+
+/** Moves `groups` to Stopping and forks their stop, which moves each to Stopped with its report. */
+const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undefined) => {
+  if (groups.length === 0) return Effect.void
+  const stopping = groups.map((g) => {
+    const report = Deferred.unsafeMake<StopReport>(FiberId.none)
+    g[StopStateId].phase = { _tag: "Stopping", report }
+    return { state: g[StopStateId], report }
+  })
+  const finish = (exit: Exit.Exit<ReadonlyArray<StopReport>>) =>
+    Effect.forEach(stopping, ({ report, state }, i) => {
+      const mine = Exit.map(exit, (reports) => reports[i]!)
+      if (Exit.isSuccess(mine)) state.phase = { _tag: "Stopped", report: mine.value }
+      return Deferred.done(report, mine)
+    }, { discard: true })
+  const stop = Effect.zipRight(
+    Effect.forEach(stopping, ({ state }) => state.ready, { concurrency: "unbounded", discard: true }),
+    stopping[0]!.state.run(groups.map((g) => g.target), options)
+  )
+  return Effect.forkDaemon(Effect.flatMap(Effect.exit(stop), finish))
+}
+
+const awaitStop = (state: StopState): Effect.Effect<StopReport> => {
+  const { phase } = state
+  switch (phase._tag) {
+    case "Stopped":
+      return Effect.succeed(phase.report)
+    case "Stopping":
+      return Deferred.await(phase.report)
+    case "NotAsked":
+      return Effect.dieMessage("ProcessGroup.stopAll: a group's stop was awaited before it was begun")
+  }
 }
