@@ -62,6 +62,20 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, signal: ProcessT
   })
 }
 
+/**
+ * Facts of our own process that a process table guards: its pid and its
+ * process group, which it never signals. Process-wide, so they come from a
+ * layer: `layer` reads them when it is built, a test gives its own.
+ */
+export class OwnProcess extends Context.Tag("@corral/core/OwnProcess")<OwnProcess, {
+  readonly pid: number
+  /** Undefined where it cannot be read (no `/proc`). */
+  readonly pgid: number | undefined
+}>() {
+  static readonly layer: Layer.Layer<OwnProcess> = Layer.sync(OwnProcess, () => ({ pid: process.pid, pgid: readOwnGroup() }))
+  static readonly layerWith = (own: OwnProcess["Type"]): Layer.Layer<OwnProcess> => Layer.succeed(OwnProcess, own)
+}
+
 export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<ProcessTable, {
   /** Every process the table can see, zombies included. */
   readonly scan: Effect.Effect<ReadonlyArray<ProcessInfo>>
@@ -91,24 +105,37 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
   /**
    * Reads `/proc`; Linux only. A `/proc` of another PID namespace (entered
    * without mounting its own) is read through each process's ids in ours.
+   * Never signals the process and group `OwnProcess` names.
    */
-  static readonly layerLinux: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () => {
-    const level = ProcForeign.ourLevel()
-    const signal = signaller(readOwnGroup())
-    return level === undefined ? ownProc(signal) : foreignProc(ProcForeign.make(level), signal)
-  })
+  static readonly layerLinuxWithoutDependencies: Layer.Layer<ProcessTable, never, OwnProcess> = Layer.effect(
+    ProcessTable,
+    Effect.map(OwnProcess, (own) => {
+      const level = ProcForeign.ourLevel()
+      const signal = signaller(own)
+      return level === undefined ? ownProc(signal) : foreignProc(ProcForeign.make(level), signal)
+    })
+  )
+
+  /** `layerLinuxWithoutDependencies` guarding our own process, as read when the layer is built. */
+  static readonly layerLinux: Layer.Layer<ProcessTable> = ProcessTable.layerLinuxWithoutDependencies.pipe(Layer.provide(OwnProcess.layer))
 
   /** Uses `ps(1)`, for systems without `/proc`. Threads are not visible and count as 1. */
-  static readonly layerPs: Layer.Layer<ProcessTable> = Layer.sync(ProcessTable, () =>
-    ProcessTable.of({
-      scan: Effect.sync(ProcPs.scan),
-      lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
-      shellIdsOf: () => Effect.succeed([]),
-      uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.uidOf(pid))),
-      pidNamespaceOf: () => Effect.succeed(Option.none()),
-      now: Effect.sync(ProcPs.now),
-      signal: signaller(readOwnGroup())
-    }))
+  static readonly layerPsWithoutDependencies: Layer.Layer<ProcessTable, never, OwnProcess> = Layer.effect(
+    ProcessTable,
+    Effect.map(OwnProcess, (own) =>
+      ProcessTable.of({
+        scan: Effect.sync(ProcPs.scan),
+        lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
+        shellIdsOf: () => Effect.succeed([]),
+        uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.uidOf(pid))),
+        pidNamespaceOf: () => Effect.succeed(Option.none()),
+        now: Effect.sync(ProcPs.now),
+        signal: signaller(own)
+      }))
+  )
+
+  /** `layerPsWithoutDependencies` guarding our own process, as read when the layer is built. */
+  static readonly layerPs: Layer.Layer<ProcessTable> = ProcessTable.layerPsWithoutDependencies.pipe(Layer.provide(OwnProcess.layer))
 
   /** `/proc` where it exists, `ps` elsewhere. */
   static readonly layer: Layer.Layer<ProcessTable> = Layer.suspend(() =>
@@ -174,7 +201,7 @@ export const sessionMembers = (table: ReadonlyArray<ProcessInfo>, sid: number) =
 
 export { isGone }
 
-/** Our own process group, read once when a table layer is built: never signalled. */
+/** Our own process group, where `/proc` tells it. */
 const readOwnGroup = (): number | undefined => {
   try {
     return ProcLinux.available() ? ProcLinux.read(process.pid)?.pgid : undefined
@@ -183,14 +210,11 @@ const readOwnGroup = (): number | undefined => {
   }
 }
 
-const signaller = (ownGroup: number | undefined) => (target: number, signal: Signal) =>
-  Effect.sync(() => sendSignal(ownGroup, target, signal))
+const signaller = (own: OwnProcess["Type"]) => (target: number, signal: Signal) => Effect.sync(() => sendSignal(own, target, signal))
 
-const sendSignal = (ownGroup: number | undefined, target: number, signal: Signal): boolean => {
+const sendSignal = (own: OwnProcess["Type"], target: number, signal: Signal): boolean => {
   if (!Number.isSafeInteger(target) || Math.abs(target) <= 1) return false
-  if (target === process.pid || target === -process.pid || (ownGroup !== undefined && target === -ownGroup)) {
-    return false
-  }
+  if (target === own.pid || target === -own.pid || (own.pgid !== undefined && target === -own.pgid)) return false
   try {
     process.kill(target, signal)
     return true

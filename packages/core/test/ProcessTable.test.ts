@@ -1,8 +1,9 @@
 import { spawn } from "node:child_process"
 import type { ProcessInfo } from "@corral/core"
-import { groupMembers, makeTestScript, ProcessTable, sessionMembers } from "@corral/core"
+import { groupMembers, makeTestScript, OwnProcess, ProcessTable, sessionMembers } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import { fakeProcess, kernelProcesses, waitFor } from "./helpers.js"
@@ -143,6 +144,26 @@ describe("ProcessTable.signal", () => {
           expect(yield* table.signal(target, "SIGCONT"), `target ${target}`).toBe(false)
         }
       }
+    }))
+
+  it.scopedLive("the real tables never signal the group OwnProcess names: a layer gives it, so a test can", () =>
+    Effect.gen(function*() {
+      // a group of our own making stands for ours; killed at the end if a check failed first
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() => spawn("sleep", ["30"], { detached: true, stdio: "ignore" })),
+        (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+      )
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_, signal) => resolve(signal)))
+      yield* waitFor("sleep to start", () => kernelProcesses().find((p) => p.pid === child.pid && p.comm === "sleep"))
+      const ours = OwnProcess.layerWith({ pid: process.pid, pgid: child.pid! })
+      for (const layer of [ProcessTable.layerLinuxWithoutDependencies, ProcessTable.layerPsWithoutDependencies]) {
+        const table = yield* tableOf(Layer.provide(layer, ours))
+        expect(yield* table.signal(-child.pid!, "SIGTERM")).toBe(false)
+      }
+      expect(kernelProcesses().some((p) => p.pid === child.pid && p.comm === "sleep")).toBe(true)
+      // the same table guarding our real group signals it
+      expect(yield* (yield* tableOf(ProcessTable.layerLinux)).signal(-child.pid!, "SIGTERM")).toBe(true)
+      expect(yield* Effect.promise(() => exited)).toBe("SIGTERM")
     }))
 
   it.live("the real table reports whether the kernel accepted the signal", () =>
