@@ -46,6 +46,14 @@ export interface OutputBuffer {
   /** New chunks as they arrive, every one however far the reader falls behind. Ends when `end` is called. */
   readonly live: Effect.Effect<Stream.Stream<OutputChunk>, never, Scope.Scope>
   /**
+   * Every byte from the absolute offset `from` on (at the earliest, the
+   * oldest retained one): `retained`, then `live`, without a gap or a
+   * duplicate between the two. `live` is subscribed before `retained` is
+   * read, so nothing appended meanwhile is missed, and it holds every new
+   * chunk however far the reader falls behind (unlike `follow`).
+   */
+  readonly subscribeFrom: (from: number) => Effect.Effect<Subscription, never, Scope.Scope>
+  /**
    * The output from the absolute offset `from` (at the earliest, the oldest
    * retained byte), then new output until `end`. Read from the ring as the
    * reader pulls, at most `followBatchBytes` at a time: the reader holds no
@@ -58,6 +66,11 @@ export interface OutputBuffer {
   readonly end: Effect.Effect<void>
   /** `end` for a callback outside any fiber (a pipe's `close` handler). */
   readonly unsafeEnd: () => void
+}
+
+export interface Subscription {
+  readonly retained: ReadonlyArray<OutputChunk>
+  readonly live: Stream.Stream<OutputChunk>
 }
 
 /** What one pull of `follow` gives at most (more only when a single chunk is bigger). */
@@ -74,6 +87,14 @@ const completeLength = (bytes: Uint8Array) => {
   const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1
   return bytes.length - i < need ? i : bytes.length
 }
+
+/** The part of `chunk` from the absolute offset `from` on; undefined when it all lies before. */
+const cutBefore = (chunk: OutputChunk, from: number): OutputChunk | undefined =>
+  chunk.offset >= from
+    ? chunk
+    : chunk.offset + chunk.bytes.length <= from
+    ? undefined
+    : { ...chunk, offset: from, bytes: chunk.bytes.subarray(from - chunk.offset) }
 
 export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
   Effect.sync(() => {
@@ -133,13 +154,13 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       return lo
     }
 
-    /** Retained chunks from `from` on, up to about `followBatchBytes`. */
-    const batchFrom = (from: number): Array<OutputChunk> => {
+    /** Retained chunks from `from` on, up to about `maxBytes`. */
+    const chunksFrom = (from: number, maxBytes = Infinity): Array<OutputChunk> => {
       const batch: Array<OutputChunk> = []
       let bytes = 0
-      for (let i = indexOf(from); i < ring.length && bytes < followBatchBytes; i++) {
-        const c = ring[i]!
-        batch.push(c.offset < from ? { ...c, offset: from, bytes: c.bytes.subarray(from - c.offset) } : c)
+      for (let i = indexOf(from); i < ring.length && bytes < maxBytes; i++) {
+        const c = cutBefore(ring[i]!, from)!
+        batch.push(c)
         bytes += c.bytes.length
       }
       return batch
@@ -152,7 +173,7 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
      */
     const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
       Effect.suspend(() => {
-        const batch = batchFrom(Math.max(cursor, start))
+        const batch = chunksFrom(Math.max(cursor, start), followBatchBytes)
         const last = batch.at(-1)
         if (last !== undefined) return Effect.succeedSome([Chunk.unsafeFromArray(batch), last.offset + last.bytes.length] as const)
         if (ended) return Effect.succeedNone
@@ -166,15 +187,26 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
 
     const follow = (from: number): Stream.Stream<OutputChunk> => Stream.unfoldChunkEffect(from, pull)
 
-    const bytesFrom = (from: number): Uint8Array => {
-      const parts: Array<Uint8Array> = []
-      for (let i = head; i < ring.length; i++) {
-        const c = ring[i]!
-        if (c.offset + c.bytes.length <= from) continue
-        parts.push(c.offset < from ? c.bytes.subarray(from - c.offset) : c.bytes)
-      }
-      return Buffer.concat(parts)
-    }
+    const subscribe = Effect.suspend(() =>
+      ended
+        ? Effect.succeed(Stream.empty)
+        : Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub))).pipe(
+          Effect.flatMap((made) => PubSub.subscribe(hub ??= made)),
+          Effect.tap(Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--))),
+          Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
+        )
+    )
+
+    const subscribeFrom = (from: number) =>
+      Effect.map(subscribe, (live): Subscription => {
+        // subscribed first: what both hold is told apart by offset
+        const retained = chunksFrom(Math.max(from, start))
+        const last = retained.at(-1)
+        const next = last === undefined ? Math.max(from, start) : last.offset + last.bytes.length
+        return { retained, live: Stream.filterMap(live, (chunk) => Option.fromNullable(cutBefore(chunk, next))) }
+      })
+
+    const bytesFrom = (from: number): Uint8Array => Buffer.concat(chunksFrom(from).map((c) => c.bytes))
 
     const readSince = (cursor: number) =>
       Effect.sync((): OutputRead => {
@@ -217,15 +249,8 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
       tail,
       chunks: Effect.sync(() => ring.slice(head)),
       stats: Effect.sync(() => ({ written: end, dropped: start })),
-      live: Effect.suspend(() =>
-        ended
-          ? Effect.succeed(Stream.empty)
-          : Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub))).pipe(
-            Effect.flatMap((made) => PubSub.subscribe(hub ??= made)),
-            Effect.tap(Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--))),
-            Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
-          )
-      ),
+      live: subscribe,
+      subscribeFrom,
       follow,
       end: Effect.sync(unsafeEnd),
       unsafeEnd

@@ -298,3 +298,47 @@ describe("OutputBuffer.follow", () => {
       expect(contiguous(Chunk.toReadonlyArray(pulls).flat())).toBe(true)
     }))
 })
+
+describe("OutputBuffer.subscribeFrom", () => {
+  const text = (chunks: ReadonlyArray<OutputBuffer.OutputChunk>) => chunks.map((c) => decode(c.bytes)).join("")
+  const offsets = (chunks: ReadonlyArray<OutputBuffer.OutputChunk>) => chunks.map((c) => c.offset)
+
+  it.scoped("gives what is retained from an offset inside a chunk, then every new chunk, without a gap or a duplicate", () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(100)
+      buffer.append("stdout", bytes("abc"))
+      buffer.append("stderr", bytes("def"))
+      const { live, retained } = yield* buffer.subscribeFrom(1)
+      const collected = yield* Effect.fork(Stream.runCollect(live))
+      buffer.append("stdout", bytes("ghi"))
+      buffer.append("stdout", bytes("jk"))
+      yield* buffer.end
+      const after = Chunk.toReadonlyArray(yield* Fiber.join(collected))
+      expect(text(retained)).toBe("bcdef")
+      expect(offsets(retained)).toEqual([1, 3])
+      expect(text(after)).toBe("ghijk")
+      expect(offsets(after)).toEqual([6, 9])
+    }))
+
+  it.scoped("keeps every new chunk for a reader that has not pulled, past the capacity (unlike follow)", () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(4)
+      buffer.append("stdout", bytes("abcdefgh"))
+      const { live, retained } = yield* buffer.subscribeFrom(0)
+      for (const letter of ["x", "y", "z"]) buffer.append("stdout", bytes(letter.repeat(4)))
+      yield* buffer.end
+      // what was dropped before the subscription is gone: the first retained offset says how much
+      expect(offsets(retained)).toEqual([4])
+      expect(text(retained) + text(Chunk.toReadonlyArray(yield* Stream.runCollect(live)))).toBe("efghxxxxyyyyzzzz")
+    }))
+
+  it.scoped("after `end`, gives what is retained and an empty live stream", () =>
+    Effect.gen(function*() {
+      const buffer = yield* OutputBuffer.make(100)
+      buffer.append("stdout", bytes("done\n"))
+      yield* buffer.end
+      const { live, retained } = yield* buffer.subscribeFrom(0)
+      expect(text(retained)).toBe("done\n")
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(live))).toEqual([])
+    }))
+})

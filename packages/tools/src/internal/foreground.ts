@@ -31,24 +31,14 @@ export interface Finished {
 
 export const CUT_HINT = "to see all of it, redirect the output to a file (cmd > out.log 2>&1) and read it with grep, head or tail"
 
-/**
- * Follows the output from its first byte. Subscribes before reading what is
- * already retained, and skips by offset what both gave, so nothing is lost
- * or doubled between the two.
- */
+/** Keeps the output from its first byte, every chunk however fast it comes (OutputBuffer.subscribeFrom). */
 const keepOutput = (output: OutputBuffer) =>
   Effect.gen(function*() {
     const keeper = makeKeeper()
     const decoder = new StringDecoder("utf8")
-    let next = 0
-    const take = (chunk: OutputChunk) => {
-      const end = chunk.offset + chunk.bytes.length
-      if (end <= next) return
-      keeper.push(decoder.write(chunk.bytes.subarray(Math.max(0, next - chunk.offset))))
-      next = end
-    }
-    const live = yield* output.live
-    for (const chunk of yield* output.chunks) take(chunk)
+    const take = (chunk: OutputChunk) => keeper.push(decoder.write(chunk.bytes))
+    const { live, retained } = yield* output.subscribeFrom(0)
+    retained.forEach(take)
     const follower = yield* Effect.forkScoped(Stream.runForEach(live, (chunk) => Effect.sync(() => take(chunk))))
     return Fiber.join(follower).pipe(
       Effect.map(() => {
