@@ -1,17 +1,22 @@
 /**
- * Reading a shell's output for the registry: modes, filters, waits, and
- * the errors a bad option or pattern gets.
+ * Reading a shell's output for the registry: modes, filters, waits, unread
+ * lines and following, and the errors a bad option or pattern gets.
  */
 import { StringDecoder } from "node:string_decoder"
 import * as Chunk from "effect/Chunk"
 import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { OutputBuffer } from "../OutputBuffer.js"
-import type { OutputOptions, OutputResult, ShellInfo } from "../ShellRegistry.js"
+import type { OutputChunk } from "../OutputBuffer.js"
+import type { ShellInfo } from "../Shell.js"
+import type { OutputOptions, OutputResult } from "../ShellRegistry.js"
 import * as PatternWorker from "./patternWorker.js"
+import type { Shell, Shells, UnknownShell } from "./registryShells.js"
+import { infoOf } from "./registryShells.js"
 
 /** The longest `filter` or `waitFor` pattern taken. */
 export const MAX_PATTERN_CHARS = 1_000
@@ -111,26 +116,26 @@ const validate = (options: OutputOptions) =>
 
 /**
  * Waits until a line that arrives after `cursor` matches `pattern`, the shell
- * ends, or `waitMs` passes. Subscribes before looking at what is already
- * there, so a line printed in between is never missed.
+ * ends, or `waitMs` passes. What is there already is matched first, in one
+ * trip to the worker, then what arrives (OutputBuffer.subscribeFrom: nothing
+ * missed or seen twice between the two).
  */
 const waitForLine = (source: Source, cursor: number, pattern: string, waitMs: number) =>
   Effect.scoped(Effect.gen(function*() {
-    const live = yield* source.output.live
-    const already = yield* source.output.readSince(cursor)
-    if (yield* anyLineMatches(already.text, pattern)) return "matched" as const
+    const { live, retained } = yield* source.output.subscribeFrom(cursor)
     const decoder = new StringDecoder("utf8")
-    let pending = already.text.slice(already.text.lastIndexOf("\n") + 1)
+    let pending = ""
+    const matches = (text: string) => {
+      const lines = pending + text
+      pending = lines.slice(lines.lastIndexOf("\n") + 1)
+      return anyLineMatches(lines, pattern)
+    }
+    if (yield* matches(decoder.write(Buffer.concat(retained.map((c) => c.bytes))))) return "matched" as const
     const matched = live.pipe(
-      Stream.filter((chunk) => chunk.offset + chunk.bytes.length > already.cursor),
       Stream.map((chunk) => decoder.write(Buffer.from(chunk.bytes))),
       // what arrived together is matched in one trip to the worker
       Stream.mapChunks((texts) => Chunk.of(Chunk.join(texts, ""))),
-      Stream.filterEffect((text) => {
-        const lines = pending + text
-        pending = lines.slice(lines.lastIndexOf("\n") + 1)
-        return anyLineMatches(lines, pattern)
-      }),
+      Stream.filterEffect(matches),
       Stream.runHead,
       Effect.map(Option.isSome)
     )
@@ -180,3 +185,22 @@ export const lineCount = (text: string): number => {
   for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) lines++
   return text === "" || text.endsWith("\n") ? lines : lines + 1
 }
+
+const sourceOf = (shell: Shell): Source => ({
+  output: shell.group.output,
+  cursors: shell.cursors,
+  info: infoOf(shell),
+  settled: Deferred.await(shell.settled)
+})
+
+/** The registry's reads of its shells' output. */
+export const make = (shells: Shells) => ({
+  output: (id: string, options: OutputOptions = {}): Effect.Effect<OutputResult, UnknownShell | InvalidPattern | InvalidOption> =>
+    Effect.flatMap(shells.lookup(id), (shell) => read(sourceOf(shell), options)),
+  unread: (id: string, reader: string): Effect.Effect<number, UnknownShell> =>
+    Effect.flatMap(shells.lookup(id), (shell) =>
+      Effect.map(shell.group.output.readSince(shell.cursors.get(reader) ?? 0), ({ text }) => lineCount(text))),
+  follow: (id: string, options: { readonly retained?: boolean } = {}): Effect.Effect<Stream.Stream<OutputChunk>, UnknownShell> =>
+    Effect.flatMap(shells.lookup(id), ({ group: { output } }) =>
+      Effect.map(output.stats, ({ written }) => output.follow(options.retained === true ? 0 : written)))
+})

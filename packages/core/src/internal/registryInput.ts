@@ -1,0 +1,50 @@
+/**
+ * What a shell's owner sends it: text to its stdin or the end of it, and
+ * signals to its group; with the ownership check that these requests and a
+ * kill pass first.
+ */
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import type { Shells } from "./registryShells.js"
+import { isActive } from "../Shell.js"
+
+export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string; readonly owner: string; readonly caller: string }> {
+  override get message() {
+    return `shell ${this.id} belongs to "${this.owner}", not "${this.caller}": only its owner can stop it`
+  }
+}
+
+export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string }> {
+  override get message() {
+    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), or its stdin was closed`
+  }
+}
+
+export const make = (shells: Shells) => {
+  const owned = (id: string, caller: string) =>
+    Effect.flatMap(shells.lookup(id), (shell) =>
+      shell.base.owner === caller ? Effect.succeed(shell) : Effect.fail(new NotOwner({ id, owner: shell.base.owner, caller })))
+
+  const write = Effect.fn("ShellRegistry.write")(function*(
+    id: string,
+    input: { readonly text?: string | undefined; readonly eof?: boolean | undefined },
+    options: { readonly owner: string }
+  ) {
+    const shell = yield* owned(id, options.owner)
+    if (!(yield* shell.group.writeStdin(input))) return yield* new NoStdin({ id })
+  })
+
+  const signal = Effect.fn("ShellRegistry.signal")(function*(id: string, name: NodeJS.Signals, options: { readonly owner: string }) {
+    const shell = yield* owned(id, options.owner)
+    if (!isActive(yield* Ref.get(shell.status))) return
+    // the group may have emptied since: nothing left to signal is no failure
+    yield* Effect.sync(() => {
+      try {
+        process.kill(-shell.group.pid, name)
+      } catch {}
+    })
+  })
+
+  return { owned, write, signal }
+}

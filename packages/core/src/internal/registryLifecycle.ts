@@ -1,0 +1,197 @@
+/**
+ * A shell's life in the registry, from its spawn to its drop: it ends by
+ * itself, at its lifetime or by a kill; its stop settles it into a final
+ * status with its event; it is kept for the retention, then dropped. The
+ * shutdown ends every life at once.
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
+import type { Containment } from "../Containment.js"
+import type { StopReport } from "../GroupStop.js"
+import type { LimitsShape } from "../Limits.js"
+import type { ExitStatus, SpawnSpec } from "../ProcessGroup.js"
+import * as ProcessGroup from "../ProcessGroup.js"
+import type { ShellStatus, StopCause } from "../Shell.js"
+import type { ShellEvent, StartOptions } from "../ShellRegistry.js"
+import type { RegistryJournal } from "./registryJournal.js"
+import type { Shell, Shells } from "./registryShells.js"
+import { isActive } from "../Shell.js"
+import { infoOf } from "./registryShells.js"
+
+export interface Options {
+  readonly limits: LimitsShape
+  readonly containment: Containment["Type"]
+  readonly shells: Shells
+  readonly journal: RegistryJournal
+}
+
+const markStopping = (shell: Shell, by: StopCause) =>
+  Ref.update(shell.status, (s): ShellStatus => (s._tag === "Running" || s._tag === "Lingering" ? { _tag: "Stopping", by } : s))
+
+/**
+ * Where a stop leaves the shell, or nothing if it has settled already. It
+ * was killed by corral only if a stop was asked for and signalled someone;
+ * a stop that found the group already empty means it ended by itself.
+ */
+const finalStatus = (shell: Shell, report: StopReport) =>
+  Effect.gen(function*() {
+    const current = yield* Ref.get(shell.status)
+    if (!isActive(current)) return Option.none()
+    const exit = yield* shell.group.exitStatus
+    const signal = Option.isSome(exit) && exit.value._tag === "Signaled" ? exit.value.signal : undefined
+    const byCorral = current._tag === "Stopping" && report.signals.SIGTERM + report.signals.SIGKILL > 0
+    return Option.some<ShellStatus>(
+      byCorral
+        ? { _tag: "Killed", signal: signal ?? (report.escalated ? "SIGKILL" : "SIGTERM"), by: current.by }
+        : signal !== undefined
+        ? { _tag: "Killed", signal }
+        : { _tag: "Exited", code: Option.isSome(exit) && exit.value._tag === "Exited" ? exit.value.code : 0 }
+    )
+  })
+
+/**
+ * Moves each shell to its final status once, whoever gets here first, and
+ * publishes its event: many shells under one lock, with one journal change.
+ */
+const settleAll = ({ journal, shells }: Options, stopped: ReadonlyArray<readonly [Shell, StopReport]>) =>
+  shells.inOrder(Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const events: Array<ShellEvent> = []
+    for (const [shell, report] of stopped) {
+      const final = yield* finalStatus(shell, report)
+      if (Option.isNone(final)) continue
+      yield* Ref.set(shell.status, final.value)
+      yield* Ref.set(shell.endedAt, now)
+      const info = yield* infoOf(shell)
+      events.push(final.value._tag === "Killed" && final.value.by !== undefined ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
+      yield* Deferred.succeed(shell.settled, undefined)
+    }
+    yield* shells.publish(events)
+  })).pipe(
+    Effect.zipRight(journal.changed)
+  )
+
+const stop = (options: Options, shell: Shell) =>
+  Effect.flatMap(shell.group.stop(), (report) => Effect.as(settleAll(options, [[shell, report]]), report))
+
+/** Counts what still runs after the leader exited; the first count is an event. */
+const linger = ({ shells }: Options, shell: Shell, exit: ExitStatus, members: number) =>
+  shells.inOrder(Effect.gen(function*() {
+    const first = yield* Ref.modify(shell.status, (s): readonly [boolean, ShellStatus] =>
+      s._tag === "Running" || s._tag === "Lingering" ? [s._tag === "Running", { _tag: "Lingering", exit, members }] : [false, s]
+    )
+    if (first) yield* shells.publish([{ _tag: "Lingering", info: yield* infoOf(shell) }])
+  }))
+
+/** Leader exit, then an empty group: the shell's natural end. */
+const naturalEnd = (options: Options, shell: Shell) =>
+  Effect.gen(function*() {
+    const exit = yield* shell.group.awaitExit
+    // a stop under way will empty the group: no need to watch it here
+    if ((yield* Ref.get(shell.status))._tag === "Stopping") return
+    let members = yield* options.containment.members(shell.group.target)
+    while (members > 0) {
+      yield* linger(options, shell, exit, members)
+      yield* Effect.sleep(Duration.seconds(1))
+      members = yield* options.containment.members(shell.group.target)
+    }
+  })
+
+/** `shuttingDown` ends the retention early: a lifecycle past its shell's stop waits out the retention, or the shutdown, whichever comes first. */
+const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
+  Effect.gen(function*() {
+    const ended = yield* Effect.race(
+      Effect.as(naturalEnd(options, shell), true),
+      Effect.as(Effect.sleep(options.limits.lifetime), false)
+    )
+    if (!ended) yield* markStopping(shell, "lifetime")
+    // begun, the end runs through: the shutdown interrupts lifecycles and waits for them
+    yield* Effect.uninterruptible(Effect.zipRight(stop(options, shell), Scope.close(shell.scope, Exit.void)))
+    const retained = yield* Effect.raceFirst(
+      Effect.as(Effect.sleep(options.limits.retention), true),
+      Effect.as(Deferred.await(shuttingDown), false)
+    )
+    if (retained) yield* options.shells.drop(shell)
+  })
+
+/** A new shell's record, its group held by a scope of its own. */
+const spawnShell = (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const group = yield* ProcessGroup.spawn(spec).pipe(
+      Scope.extend(scope),
+      Effect.tapError(() => Scope.close(scope, Exit.void))
+    )
+    return {
+      id,
+      group,
+      scope,
+      base: {
+        id,
+        tag,
+        pid: group.pid,
+        command: typeof spec.command === "string" ? spec.command : spec.command.join(" "),
+        cwd: spec.cwd ?? process.cwd(),
+        name: startOptions.name,
+        owner: startOptions.owner,
+        containment: group.containment,
+        ...(group.tty ? { tty: true } : {}),
+        startedAt: yield* Clock.currentTimeMillis
+      },
+      status: yield* Ref.make<ShellStatus>({ _tag: "Running" }),
+      endedAt: yield* Ref.make<number | undefined>(undefined),
+      settled: yield* Deferred.make<void>(),
+      cursors: new Map()
+    } satisfies Shell
+  })
+
+export const make = (options: Options) =>
+  Effect.gen(function*() {
+    const { journal, shells } = options
+    const lifecycles = yield* FiberMap.make<string>()
+    const shuttingDown = yield* Deferred.make<void>()
+    const live = lifecycle(options, shuttingDown)
+    return {
+      /** Spawns a shell, registers it and starts its lifecycle; `tag` is its `CORRAL_SHELL_ID`. */
+      launch: (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
+        Effect.gen(function*() {
+          const shell = yield* spawnShell(id, tag, spec, startOptions)
+          const info = yield* shells.register(shell)
+          yield* journal.changed
+          // forked inside the start's uninterruptible region, a lifecycle would inherit it: the shutdown's interrupt must reach its waits
+          yield* FiberMap.run(lifecycles, id, Effect.interruptible(live(shell)))
+          return info
+        }),
+      kill: (shell: Shell) => Effect.zipRight(markStopping(shell, "request"), stop(options, shell)),
+      dropNow: (shell: Shell) =>
+        Effect.zipRight(
+          shells.drop(shell),
+          // its lifecycle may still be closing the shell's scope: a start need not wait for that
+          Effect.asVoid(Effect.forkDaemon(FiberMap.remove(lifecycles, shell.id)))
+        ),
+      // Every shell at once, with one process-table scan per tick for all of
+      // them, then one settling, one journal removal and one watcher write; then
+      // the end of the event streams.
+      shutdown: Effect.gen(function*() {
+        yield* Deferred.succeed(shuttingDown, undefined)
+        yield* journal.stopWriting
+        // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
+        yield* Fiber.interruptAll(Array.from(lifecycles, ([, fiber]) => fiber))
+        const all = [...shells.byId.values()]
+        yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
+        const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
+        yield* settleAll(options, all.map((shell, i) => [shell, reports[i]!] as const))
+        yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true, concurrency: "unbounded" })
+        yield* journal.remove
+        yield* shells.endEvents
+      })
+    }
+  })

@@ -1,0 +1,120 @@
+/**
+ * The registry's shells and their events: the table of registered shells,
+ * what each looks like from outside, and the hub that publishes their
+ * events so that every subscriber sees each shell's events in order.
+ */
+import * as Chunk from "effect/Chunk"
+import * as Data from "effect/Data"
+import type * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Take from "effect/Take"
+import type * as ProcessGroup from "../ProcessGroup.js"
+import type { ShellInfo, ShellStatus } from "../Shell.js"
+import type { ShellEvent, ShellRegistry } from "../ShellRegistry.js"
+
+export class UnknownShell extends Data.TaggedError("UnknownShell")<{
+  readonly id: string
+  readonly known: ReadonlyArray<string>
+  readonly retention: Duration.Duration
+}> {
+  override get message() {
+    const known = this.known.length === 0 ? "there are no shells" : `known ids: ${this.known.join(", ")}`
+    const id = this.id.length <= 60 ? this.id : `${this.id.slice(0, 59)}…`
+    return `no shell with id "${id}" (${known}). Ids belong to the process that started them, ` +
+      `and a shell is dropped ${Duration.format(this.retention)} after it ends.`
+  }
+}
+
+/** A registered shell: its group, the scope that holds it, and what changes as it lives. */
+export interface Shell {
+  readonly id: string
+  readonly group: ProcessGroup.ProcessGroup
+  readonly scope: Scope.CloseableScope
+  readonly base: Omit<ShellInfo, "status" | "endedAt">
+  readonly status: Ref.Ref<ShellStatus>
+  readonly endedAt: Ref.Ref<number | undefined>
+  /** Completed once the shell has settled into a final status. */
+  readonly settled: Deferred.Deferred<void>
+  /** Each reader's position for `new` reads. */
+  readonly cursors: Map<string, number>
+}
+
+export const infoOf = (shell: Shell) =>
+  Effect.map(Effect.all([Ref.get(shell.status), Ref.get(shell.endedAt)]), ([status, endedAt]): ShellInfo => ({
+    ...shell.base,
+    status,
+    endedAt
+  }))
+
+/** The table, and the registry's `list` and event streams as they are: the streams end with `endEvents`. */
+export interface Shells extends Pick<ShellRegistry["Type"], "list" | "events" | "subscribe" | "subscribeQueue"> {
+  /** Registered shells by id, oldest first. */
+  readonly byId: ReadonlyMap<string, Shell>
+  readonly lookup: (id: string) => Effect.Effect<Shell, UnknownShell>
+  /** Announces a new shell, then registers it: announced before anyone can find it to kill it. */
+  readonly register: (shell: Shell) => Effect.Effect<ShellInfo>
+  /** Registered shells whose status passes `keep`. */
+  readonly having: (keep: (status: ShellStatus) => boolean) => Effect.Effect<ReadonlyArray<Shell>>
+  /**
+   * Runs `f` under the event lock: a shell's final status and its event, and
+   * a drop and its event, are published together, so every subscriber sees
+   * each shell's events in order.
+   */
+  readonly inOrder: <A, E, R>(f: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  readonly publish: (events: ReadonlyArray<ShellEvent>) => Effect.Effect<void>
+  /** Unregisters a shell, once, with its event. */
+  readonly drop: (shell: Shell) => Effect.Effect<void>
+  /** Ends the event streams after the events published so far (the shutdown's last). */
+  readonly endEvents: Effect.Effect<void>
+}
+
+/** `retention` is only for the message of an unknown id. */
+export const make = (retention: Duration.Duration): Effect.Effect<Shells, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const byId = new Map<string, Shell>()
+    // Each event goes to two hubs: `hub` for subscribeQueue, a queue drained at
+    // will, and `takes` for the streams, which the shutdown ends after its last
+    // event (a queue cannot carry an end, a stream of Takes can)
+    const hub = yield* PubSub.unbounded<ShellEvent>()
+    const takes = yield* PubSub.unbounded<Take.Take<ShellEvent>>()
+    let eventsEnded = false
+    const publish = (events: ReadonlyArray<ShellEvent>) =>
+      events.length === 0 ? Effect.void : Effect.zipRight(PubSub.publishAll(hub, events), Effect.asVoid(PubSub.publish(takes, Take.chunk(Chunk.fromIterable(events)))))
+    /** A subscription's events as a stream that ends with the shutdown's end. */
+    const subscribeEvents = Effect.map(PubSub.subscribe(takes), (queue) =>
+      Stream.flattenTake(
+        // subscribed after the end: the queue holds all that will come, which may not include the end itself
+        eventsEnded ? Stream.unwrap(Effect.map(Queue.takeAll(queue), Stream.fromIterable)) : Stream.fromQueue(queue)
+      ))
+    const eventLock = yield* Effect.makeSemaphore(1)
+    const inOrder = eventLock.withPermits(1)
+    return {
+      byId,
+      lookup: (id) =>
+        Effect.suspend(() => {
+          const shell = byId.get(id)
+          return shell === undefined ? Effect.fail(new UnknownShell({ id, known: [...byId.keys()], retention })) : Effect.succeed(shell)
+        }),
+      register: (shell) =>
+        Effect.tap(infoOf(shell), (info) => Effect.zipRight(publish([{ _tag: "Started", info }]), Effect.sync(() => byId.set(shell.id, shell)))),
+      having: (keep) => Effect.suspend(() => Effect.filter(byId.values(), (s) => Effect.map(Ref.get(s.status), keep))),
+      inOrder,
+      publish,
+      drop: (shell) => inOrder(Effect.suspend(() => byId.delete(shell.id) ? publish([{ _tag: "Dropped", id: shell.id }]) : Effect.void)),
+      endEvents: Effect.suspend(() => {
+        // set first: a subscriber that finds it set has all there will be in its queue
+        eventsEnded = true
+        return Effect.asVoid(PubSub.publish(takes, Take.end))
+      }),
+      list: Effect.suspend(() => Effect.forEach(byId.values(), infoOf)),
+      events: Stream.unwrapScoped(subscribeEvents),
+      subscribe: subscribeEvents,
+      subscribeQueue: PubSub.subscribe(hub)
+    }
+  })
