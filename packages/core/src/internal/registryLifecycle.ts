@@ -105,7 +105,10 @@ const naturalEnd = (options: Options, shell: Shell) =>
     }
   })
 
-/** `shuttingDown` ends the retention early: a lifecycle past its shell's stop waits out the retention, or the shutdown, whichever comes first. */
+/**
+ * A lifecycle past its shell's stop waits out the retention, or the shutdown,
+ * or the shell's drop to make room, whichever comes first.
+ */
 const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
   Effect.gen(function*() {
     const ended = yield* Effect.race(
@@ -117,7 +120,7 @@ const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (
     yield* Effect.uninterruptible(Effect.zipRight(stop(options, shell), Scope.close(shell.scope, Exit.void)))
     const retained = yield* Effect.raceFirst(
       Effect.as(Effect.sleep(options.limits.retention), true),
-      Effect.as(Deferred.await(shuttingDown), false)
+      Effect.as(Effect.race(Deferred.await(shuttingDown), Deferred.await(shell.gone)), false)
     )
     if (retained) yield* options.shells.drop(shell)
   })
@@ -149,6 +152,7 @@ const spawnShell = (id: string, tag: string, spec: SpawnSpec, startOptions: Star
       status: yield* Ref.make<ShellStatus>({ _tag: "Running" }),
       endedAt: yield* Ref.make<number | undefined>(undefined),
       settled: yield* Deferred.make<void>(),
+      gone: yield* Deferred.make<void>(),
       cursors: new Map()
     } satisfies Shell
   })
@@ -171,12 +175,10 @@ export const make = (options: Options) =>
           return info
         }),
       kill: (shell: Shell) => Effect.zipRight(markStopping(shell, "request"), stop(options, shell)),
-      dropNow: (shell: Shell) =>
-        Effect.zipRight(
-          shells.drop(shell),
-          // its lifecycle may still be closing the shell's scope: a start need not wait for that
-          Effect.asVoid(Effect.forkDaemon(FiberMap.remove(lifecycles, shell.id)))
-        ),
+      // its lifecycle ends by itself once its stop has run through, and a start does not wait for that; not
+      // interrupted, for an interrupt that reached it inside its uninterruptible stop was lost there, and it
+      // waited out the whole retention
+      dropNow: (shell: Shell) => shells.drop(shell),
       // Every shell at once, with one process-table scan per tick for all of
       // them, then one settling, one journal removal and one watcher write; then
       // the end of the event streams.

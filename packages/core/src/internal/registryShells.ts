@@ -5,7 +5,7 @@
  */
 import * as Chunk from "effect/Chunk"
 import * as Data from "effect/Data"
-import type * as Deferred from "effect/Deferred"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as PubSub from "effect/PubSub"
@@ -41,6 +41,8 @@ export interface Shell {
   readonly endedAt: Ref.Ref<number | undefined>
   /** Completed once the shell has settled into a final status. */
   readonly settled: Deferred.Deferred<void>
+  /** Completed once the shell has left the registry: its lifecycle's retention wait is over. */
+  readonly gone: Deferred.Deferred<void>
   /** Each reader's position for `new` reads. */
   readonly cursors: Map<string, number>
 }
@@ -106,7 +108,10 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
       having: (keep) => Effect.suspend(() => Effect.filter(byId.values(), (s) => Effect.map(Ref.get(s.status), keep))),
       inOrder,
       publish,
-      drop: (shell) => inOrder(Effect.suspend(() => byId.delete(shell.id) ? publish([{ _tag: "Dropped", id: shell.id }]) : Effect.void)),
+      drop: (shell) =>
+        inOrder(Effect.suspend(() => byId.delete(shell.id) ? publish([{ _tag: "Dropped", id: shell.id }]) : Effect.void)).pipe(
+          Effect.zipRight(Deferred.succeed(shell.gone, undefined))
+        ),
       endEvents: Effect.suspend(() => {
         // set first: a subscriber that finds it set has all there will be in its queue
         eventsEnded = true
