@@ -90,7 +90,7 @@ describe.each(["core", "tools"] as const)("the @corral/%s library tarball", (pkg
   })
 })
 
-describe("the pty addon (docs/adr/0019)", () => {
+describe("the pty addon (docs/adr/0022)", () => {
   it("is an optional peer of @corral/core, in the range of the exact version the repository installs", () => {
     const { peerDependencies = {}, peerDependenciesMeta = {} } = manifest("core")
     const exact = rootManifest.optionalDependencies["@lydell/node-pty"]
@@ -108,7 +108,7 @@ describe("the @corral/cli tarball", () => {
     expect(files.filter((f) => f.startsWith("dist/") || f.startsWith("src/"))).toEqual([])
   })
 
-  it("depends on nothing but the optional pty addon: the bundle holds its own effect, which no app shares (docs/adr/0011, 0019)", () => {
+  it("depends on nothing but the optional pty addon: the bundle holds its own effect, which no app shares (docs/adr/0011, 0022)", () => {
     const { dependencies = {}, optionalDependencies = {}, peerDependencies = {} } = manifest("cli")
     expect({ dependencies, optionalDependencies, peerDependencies }).toEqual({
       dependencies: {},

@@ -465,7 +465,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
   const lookup = yield* table.lookup(pid)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing;
-  // on a terminal the init has no pipe to say so (ADR 19)
+  // on a terminal the init has no pipe to say so (ADR 22)
   const ready = cell.reportsExit && !tty
     ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
       Effect.timeout(Duration.seconds(1)),
