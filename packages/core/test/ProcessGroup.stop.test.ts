@@ -99,17 +99,22 @@ describe("ProcessGroup stop: members born during the stop", () => {
   orphaning("a member forked after SIGTERM was sent gets SIGTERM too, before the grace runs out", () =>
     Effect.gen(function*() {
       // the leader's TERM trap starts a new member of the group (a sleep, which dies of TERM), then exits
-      const group = yield* ProcessGroup.spawn({ command: "trap 'sleep 30 & exit 0' TERM; echo ready; sleep 30 & wait" })
+      const group = yield* ProcessGroup.spawn({ command: "trap 'sleep 30 & exit 0' TERM; sleep 30 & echo ready; wait" })
       yield* waitForOutput(group, "ready")
+      // the first sleep must have run: a SIGTERM that meets dash between fork and exec is lost, and that sleep then needs SIGKILL
+      yield* waitFor("the first sleep", () => liveSession(group).find((p) => p.comm === "sleep"))
       const start = Date.now()
       const report = yield* group.stop()
+      // one to the group, one to the newcomer by pid: corral's part, sent within the grace (the kill loop sends no SIGTERM)
+      expect(report.signals.SIGTERM, JSON.stringify(report)).toBe(2)
       // without its own SIGTERM the newcomer would live until the grace ended, then die of SIGKILL
-      expect(elapsedSince(start)).toBeLessThan(5_000)
+      expect(elapsedSince(start), JSON.stringify(report)).toBeLessThan(5_000)
       expect(report).toMatchObject({ escalated: false, killed: 0, survivors: [], signals: { SIGKILL: 0 } })
-      // one to the group, one to the newcomer by pid
-      expect(report.signals.SIGTERM).toBe(2)
       nothingLeft(group)
-    }).pipe(Effect.scoped, grace(10_000)))
+    }).pipe(Effect.scoped, grace(10_000)),
+    // seen once in about 20 full runs (CI, whole suite at once), never alone or under a CPU hog: the stop
+    // took the whole grace; a SIGTERM that meets dash between fork and the child's trap reset is lost
+    { retry: 2 })
 })
 
 describe("ProcessGroup stop: zombies under a PID 1 that never reaps", () => {
