@@ -105,6 +105,9 @@ const hopping = (token: string) =>
     }
   })
 
+/** A group whose command is a TERM-ignoring pid hopper, once it has hopped. */
+const spawnHopper = (token: string) => Effect.tap(ProcessGroup.spawn({ command: hopper(token) }), () => hopping(token))
+
 /** Freezes and kills whatever carries the token, until nothing does: a failed test must not leak hoppers. */
 const killMarked = (token: string) =>
   Effect.sync(() => {
@@ -223,8 +226,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         Effect.gen(function*() {
           const token = newToken()
           yield* Effect.addFinalizer(() => killMarked(token))
-          const group = yield* ProcessGroup.spawn({ command: hopper(token) })
-          yield* hopping(token)
+          const group = yield* spawnHopper(token)
           const report = yield* group.stop()
           expect(report.escalated).toBe(true)
           expect(report.killed).toBeGreaterThan(0)
@@ -249,8 +251,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const token = newToken()
           yield* Effect.addFinalizer(() => killMarked(token))
           // a member listed may die before it is read, its successor born after the listing
-          const group = yield* ProcessGroup.spawn({ command: hopper(token) })
-          yield* hopping(token)
+          const group = yield* spawnHopper(token)
           const containment = yield* Containment
           const counts: Array<number> = []
           const until = Date.now() + 1_000
