@@ -18,7 +18,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Api from "@corral/core/ControlApi"
@@ -260,7 +259,15 @@ const partsOf = (name: string) => {
  * it counts as alive only if it still is up to 2 s later.
  */
 const stillAlive = (supervisor: Journal.Supervisor) =>
-  Effect.repeat(Journal.isAlive(supervisor), { while: (alive) => alive, times: 40, schedule: Schedule.spaced("50 millis") })
+  // a loop, not Effect.repeat with a schedule: that returns the schedule's count, which is truthy once it
+  // was alive at the first look, so a supervisor dying as ls asked it showed as "no answer"
+  Effect.gen(function*() {
+    for (let look = 0; look < 40; look++) {
+      if (!(yield* Journal.isAlive(supervisor))) return false
+      yield* Effect.sleep("50 millis")
+    }
+    return true
+  })
 
 const protocolError = (error: Http.NoAnswer | Http.Refused) =>
   new ControlError({ socket: error.socket, reason: error._tag === "NoAnswer" ? error.reason : error.body.message })
