@@ -9,6 +9,7 @@
 import { spawn, spawnSync } from "node:child_process"
 import { randomInt } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Backend } from "@corral/core"
@@ -244,6 +245,26 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             expect(report.escalated, `stop ${i}`).toBe(false)
             expect(marked(token)).toEqual([])
           }
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive("gives every member the first signal once: the shell's group by group, a member that left it by pid, named as escaped", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-once-"))
+          yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+          // each sh counts the SIGTERMs it gets in a file of its own, and goes on: the stop must escalate
+          const counting = (name: string) => `trap 'echo TERM >> ${dir}/${name}' TERM; while :; do sleep 0.05 ${token}; done`
+          const group = yield* ProcessGroup.spawn({ command: `setsid sh -c "${counting("escaper")}" & ${counting("leader")}` })
+          yield* waitUntil("both loops", () => marked(token).filter((pid) => commOf(pid) === "sleep").length >= 2)
+          const escaperPid = marked(token).find((pid) => commOf(pid) === "sh" && sidOf(pid) === pid && pid !== group.pid)
+          const report = yield* group.stop()
+          const count = (name: string) => fs.existsSync(path.join(dir, name)) ? fs.readFileSync(path.join(dir, name), "latin1").split("\n").filter(Boolean).length : 0
+          expect({ leader: count("leader"), escaper: count("escaper") }, JSON.stringify(report)).toEqual({ leader: 1, escaper: 1 })
+          expect(report.escalated).toBe(true)
+          expect(report.escaped, JSON.stringify(report)).toContain(escaperPid)
+          expect(report.members, JSON.stringify(report)).toBeGreaterThanOrEqual(4)
+          yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
       it.scopedLive("never counts a shell empty while a hopper runs in it, however its hops fall between a scan's reads", () =>

@@ -14,6 +14,7 @@ import type { ContainmentBackend } from "./Shell.js"
 import type { StopTarget as StopTargetSchema } from "./internal/watcherMessage.js"
 import type { Group, Membership } from "./internal/membership.js"
 import type { ProcessInfo, Signal } from "./ProcessTable.js"
+import * as Cgroup from "./internal/cgroup.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
@@ -39,7 +40,31 @@ export interface StopOptions {
    * pipes closing). Each one ends the current pause early, once.
    */
   readonly wakeOn?: ReadonlyArray<Effect.Effect<void>> | undefined
+  /** Groups `signalAtOnce` already reached, by group id: their members then are not signalled again. */
+  readonly sentAtOnce?: SentAtOnce | undefined
 }
+
+/** The pids a cgroup held when `signalAtOnce` sent its group the first signal, by group id. */
+export type SentAtOnce = ReadonlyMap<number, ReadonlySet<number>>
+
+/**
+ * The first signal and SIGCONT to a cgroup target's own group, before the
+ * stop proper scans anything, so the command is already going while the
+ * stop looks for the rest. Only for a caller that holds the group's leader
+ * unreaped: then no other process can have taken its id. The cgroup's
+ * listing, read first, says who got it; with none, nothing is sent.
+ */
+export const signalAtOnce = (
+  table: ProcessTable["Type"],
+  target: StopTarget,
+  signal: Signal = "SIGTERM"
+): Effect.Effect<ReadonlySet<number> | undefined> =>
+  Effect.suspend(() => {
+    const pids = target.cgroup === undefined ? [] : Cgroup.procs(target.cgroup)
+    if (pids.length === 0) return Effect.succeed(undefined)
+    return Effect.flatMap(table.signal(-target.pgid, signal), (accepted) =>
+      accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))
+  })
 
 export const stopGroup = (target: StopTarget, options?: StopOptions) =>
   Effect.map(stopGroups([target], options), (reports) => reports[0]!)
@@ -73,20 +98,19 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   const membership = MembershipImpl.make(yield* ProcessTable, targets)
   const began = yield* Clock.currentTimeMillis
   yield* membership.scan
+  const atOnce = options?.sentAtOnce ?? new Map<number, ReadonlySet<number>>()
+  const first = options?.signal ?? "SIGTERM"
   const run: Run = {
     membership,
-    progress: membership.groups.map((group) => ({
-      group,
-      members: group.live.length,
-      signalled: new Set(group.live.map(keyOf)),
-      killed: 0,
-      emptiedAt: group.live.length === 0 ? began : undefined
-    })),
+    progress: membership.groups.map((group) => progressOf(group, atOnce.get(group.target.pgid), first, began)),
     wake: makeWake(options?.wakeOn ?? []),
-    first: options?.signal ?? "SIGTERM"
+    first
   }
-  yield* membership.signal(run.first)
-  yield* membership.signal("SIGCONT")
+  // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
+  const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid))
+  yield* membership.signal(run.first, byGroup)
+  yield* membership.signal("SIGCONT", byGroup)
+  yield* signalNewcomers(run)
   yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers)
   for (const p of run.progress) p.killed = p.group.live.length
   yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
@@ -104,6 +128,20 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
     escaped: [...group.escaped]
   }))
 })
+
+/** A group's progress as its stop begins; `reached`: the pids `signalAtOnce` signalled in its group. */
+const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, first: Signal, began: number): Progress => {
+  const gotIt = reached === undefined ? group.live : group.live.filter((p) => reached.has(p.pid) && p.pgid === group.target.pgid)
+  if (reached !== undefined) [first, "SIGCONT" as const].forEach((signal) => MembershipImpl.countSent(group, signal))
+  const live = group.live.length
+  return {
+    group,
+    members: reached === undefined ? live : new Set([...reached, ...group.live.map((p) => p.pid)]).size,
+    signalled: new Set(gotIt.map(keyOf)),
+    killed: 0,
+    emptiedAt: live === 0 ? began : undefined
+  }
+}
 
 /** Kill rounds every `killInterval`, each waiting for what it struck to go, until all are gone or `until`. */
 const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>

@@ -19,11 +19,13 @@ import * as Option from "effect/Option"
 import type { Backend, Cell } from "./Containment.js"
 import { Containment } from "./Containment.js"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
+import * as GroupStop from "./GroupStop.js"
 import { Limits } from "./Limits.js"
 import * as Cgroup from "./internal/cgroup.js"
 import * as Pty from "./internal/pty.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { ProcessTable } from "./ProcessTable.js"
+import type { Signal } from "./ProcessTable.js"
 import * as Watcher from "./Watcher.js"
 
 export interface SpawnSpec {
@@ -178,8 +180,10 @@ type StopPhase =
 interface StopState {
   phase: StopPhase
   readonly run: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
-  /** Done once the group holds what a stop must reach: its command, not only the command's init. */
-  readonly ready: Effect.Effect<void>
+  /** Done once the group holds what a stop must reach: its command, not only the command's init. None where it always does. */
+  readonly ready: Effect.Effect<void> | undefined
+  /** The first signal to the group before the stop proper begins, where that is safe (`GroupStop.signalAtOnce`); whom it reached. */
+  readonly signalAtOnce: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
 }
 
 export const generateShellId = (): string => `corral-${randomBytes(6).toString("hex")}`
@@ -262,6 +266,8 @@ interface Leader {
   readonly writeStdin: ProcessGroup["writeStdin"]
   /** Stops reading output: what the dead wrote has arrived, or never will. */
   readonly closeOutput: () => void
+  /** Whether it is our child, not yet reaped: while it is, no other process can have its pid, or its group's id. */
+  readonly held: () => boolean
 }
 
 /** The command as the cell runs it, with the environment every member carries, checked as execvp would where spawn cannot tell. */
@@ -343,6 +349,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
         if (text === undefined || text === "") done()
         else stdin.write(text, done)
       }),
+    held: () => child.exitCode === null && child.signalCode === null,
     closeOutput: () => {
       child.stdout?.destroy()
       child.stderr?.destroy()
@@ -392,7 +399,9 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit,
           if (typed !== "") term.write(typed)
           return true
         }),
-      closeOutput: () => Pty.closeMaster(term)
+      closeOutput: () => Pty.closeMaster(term),
+      // the pty package reaps on a thread of its own, before its exit callback: no moment is known when it still holds the pid
+      held: () => false
     } satisfies Leader
   })
 
@@ -471,15 +480,21 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       Effect.timeout(Duration.seconds(1)),
       Effect.ignore
     )
-    : Effect.void
-  const stopState: StopState = { phase: { _tag: "NotAsked" }, run: containment.stop, ready }
+    : undefined
+  const target: StopTarget = { pgid: pid, sid: pid, ...held }
+  const stopState: StopState = {
+    phase: { _tag: "NotAsked" },
+    run: containment.stop,
+    ready,
+    signalAtOnce: (signal) => Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, target, signal) : Effect.succeed(undefined))
+  }
   const group: ProcessGroup = {
     shellId,
     containment: cell.backend,
     pid,
     tty,
     leaderStartTime: Option.getOrUndefined(Option.map(lookup, (p) => p.startTime)),
-    target: { pgid: pid, sid: pid, ...held },
+    target,
     output,
     stdio: leader.stdio,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
@@ -508,26 +523,34 @@ export const stopAll = (
     Effect.forEach(groups, (g) => awaitStop(g[StopStateId]))
   )
 
-/** Moves `groups` to Stopping and forks their stop, which moves each to Stopped with its report. */
-const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undefined) => {
-  if (groups.length === 0) return Effect.void
-  const stopping = groups.map((g) => {
-    const report = Deferred.unsafeMake<StopReport>(FiberId.none)
-    g[StopStateId].phase = { _tag: "Stopping", report }
-    return { state: g[StopStateId], report }
+/**
+ * Moves `groups` to Stopping, sends the first signal at once where it can,
+ * and forks their stop, which moves each to Stopped with its report.
+ */
+const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undefined) =>
+  Effect.gen(function*() {
+    if (groups.length === 0) return
+    const stopping = groups.map((g) => {
+      const report = Deferred.unsafeMake<StopReport>(FiberId.none)
+      g[StopStateId].phase = { _tag: "Stopping", report }
+      return { state: g[StopStateId], report }
+    })
+    const sentAtOnce = new Map<number, ReadonlySet<number>>()
+    for (const g of groups) {
+      const reached = g[StopStateId].ready === undefined ? yield* g[StopStateId].signalAtOnce(options?.signal ?? "SIGTERM") : undefined
+      if (reached !== undefined) sentAtOnce.set(g.target.pgid, reached)
+    }
+    const finish = (exit: Exit.Exit<ReadonlyArray<StopReport>>) =>
+      Effect.forEach(stopping, ({ report, state }, i) => {
+        const mine = Exit.map(exit, (reports) => reports[i]!)
+        if (Exit.isSuccess(mine)) state.phase = { _tag: "Stopped", report: mine.value }
+        return Deferred.done(report, mine)
+      }, { discard: true })
+    const waits = stopping.flatMap(({ state }) => state.ready ?? [])
+    const run = stopping[0]!.state.run(groups.map((g) => g.target), { ...options, sentAtOnce })
+    const stop = waits.length === 0 ? run : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), run)
+    yield* Effect.forkDaemon(Effect.flatMap(Effect.exit(stop), finish))
   })
-  const finish = (exit: Exit.Exit<ReadonlyArray<StopReport>>) =>
-    Effect.forEach(stopping, ({ report, state }, i) => {
-      const mine = Exit.map(exit, (reports) => reports[i]!)
-      if (Exit.isSuccess(mine)) state.phase = { _tag: "Stopped", report: mine.value }
-      return Deferred.done(report, mine)
-    }, { discard: true })
-  const stop = Effect.zipRight(
-    Effect.forEach(stopping, ({ state }) => state.ready, { concurrency: "unbounded", discard: true }),
-    stopping[0]!.state.run(groups.map((g) => g.target), options)
-  )
-  return Effect.forkDaemon(Effect.flatMap(Effect.exit(stop), finish))
-}
 
 const awaitStop = (state: StopState): Effect.Effect<StopReport> => {
   const { phase } = state

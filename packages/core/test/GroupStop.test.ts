@@ -94,6 +94,23 @@ describe("GroupStop: a group that obeys SIGTERM", () => {
       expect((yield* t.requested).map((r) => `${r.signal} ${r.target}`)).toEqual(["SIGTERM -5000", "SIGCONT -5000"])
     }))
 
+  it.effect("after signalAtOnce reached the group, signals only the members it did not reach, by pid, and counts them all", () =>
+    Effect.gen(function*() {
+      // the leader and the worker got the early SIGTERM and are gone; 5002 was not in the cgroup's listing
+      // (born since); 5003 is listed but leads a session of its own, out of the group's reach
+      const newcomer = fakeProcess(5002, { pgid: 5000, sid: 5000, ppid: 5000 })
+      const elsewhere = fakeProcess(5003, { ppid: 5000 })
+      const t = yield* setup({ table: [newcomer, elsewhere], shellIds: new Map([[5003, "corral-a"]]), onSignal: obedient })
+      const report = yield* finishesAtOnce(t.stopOne({ sentAtOnce: new Map([[5000, new Set([5000, 5001, 5003])]]) }))
+      expect((yield* t.requested).map((r) => `${r.signal} ${r.target}`)).toEqual([
+        "SIGTERM 5002",
+        "SIGTERM 5003",
+        "SIGCONT 5002",
+        "SIGCONT 5003"
+      ])
+      expect(report).toMatchObject({ members: 4, escaped: [5003], signals: { SIGTERM: 3, SIGCONT: 1 }, escalated: false })
+    }))
+
   it.effect("sends SIGCONT right after SIGTERM, so stopped members act on it", () =>
     Effect.gen(function*() {
       const stopped = { ...worker, state: "T" }

@@ -44,8 +44,10 @@ describe("ProcessGroup under Node as PID 1", () => {
         escalated: false,
         survivors: [],
         escaped: [],
-        signals: { SIGTERM: 1, SIGKILL: 0 }
+        signals: { SIGKILL: 0 }
       })
+      // one to the group; each trap's `sleep 0.2`, born after it, may be found and get one of its own
+      expect(result.report.signals.SIGTERM).toBeGreaterThanOrEqual(1)
       expect(result.report.members).toBeGreaterThanOrEqual(4)
       // the three subshells are still there, as zombies of PID 1
       expect(result.session.length).toBeGreaterThanOrEqual(3)

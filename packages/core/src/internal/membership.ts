@@ -47,6 +47,11 @@ export const pidnsLeaderSurvives = (signal: Signal): boolean =>
 
 type Tally = Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>
 
+/** Counts a signal the kernel accepted for `group`, if it is one the tally names. */
+export const countSent = (group: Group, signal: Signal) => {
+  if (typeof signal === "string" && signal in group.sent) group.sent[signal as keyof Tally] += 1
+}
+
 /** One group under a stop: its target, its members as last found, and what was sent to it. */
 export interface Group {
   readonly target: StopTarget
@@ -65,8 +70,8 @@ export interface Membership {
   readonly scan: Effect.Effect<void>
   /** Re-reads only the members each group has; one that died, or whose pid was reused, is dropped. */
   readonly recheck: Effect.Effect<void>
-  /** Sends `signal` to every member: by group where the group is the shell's, else by pid. */
-  readonly signal: (signal: Signal) => Effect.Effect<void>
+  /** Sends `signal` to every member of `only` (default: every group): by group where the group is the shell's, else by pid. */
+  readonly signal: (signal: Signal, only?: ReadonlyArray<Group>) => Effect.Effect<void>
   /** Sends `signal` to the given members of `group` by pid, and to no one else. */
   readonly signalEach: (group: Group, members: ReadonlyArray<ProcessInfo>, signal: Signal) => Effect.Effect<void>
   /** SIGKILLs every member, frozen first where membership is not exact; each group's `live` is then whom it struck. */
@@ -122,7 +127,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     groups,
     scan,
     recheck,
-    signal: (sig) => signals.toFound(new Map(groups.map((g) => [g, g.live])), sig),
+    signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
     kill: makeKill(groups, find, signals.toFound)
   }
@@ -132,7 +137,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
 const makeSignals = (table: ProcessTable["Type"]) => {
   const send = (group: Group, target: number, signal: Signal) =>
     Effect.map(table.signal(target, signal), (accepted) => {
-      if (accepted && signal in group.sent) group.sent[signal as keyof Tally] += 1
+      if (accepted) countSent(group, signal)
     })
 
   /**
@@ -157,7 +162,10 @@ const makeSignals = (table: ProcessTable["Type"]) => {
   return {
     toFound: (found: Found, sig: Signal) => Effect.forEach(found, ([g, ps]) => toGroup(g, ps, sig), { discard: true }),
     each: (group: Group, members: ReadonlyArray<ProcessInfo>, sig: Signal) =>
-      Effect.forEach(members, (p) => send(group, p.pid, sig), { discard: true })
+      Effect.forEach(members, (p) => {
+        if (p.sid !== group.target.sid && p.pgid !== group.target.pgid) group.escaped.add(p.pid)
+        return send(group, p.pid, sig)
+      }, { discard: true })
   }
 }
 
