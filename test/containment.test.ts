@@ -437,6 +437,39 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
       expect(marked(token).sort()).toEqual(kept.map((c) => c.pid!).sort())
       expect(left.pid !== undefined && !marked(token).includes(left.pid)).toBe(true)
     }))
+
+  it.scopedLive("another namespace's cgroups are removed once empty and old: its supervisor may have died with the namespace", () =>
+    Effect.gen(function*() {
+      const home = cgroupHome()
+      const uid = process.getuid!()
+      const foreign = (tag: string) => path.join(home, `corral-${uid}-1-4242-1-${tag}`)
+      const dirs = { old: foreign("a0a0a0"), young: foreign("b0b0b0") }
+      for (const dir of Object.values(dirs)) fs.mkdirSync(path.join(dir, "1-s1"), { recursive: true })
+      // rmdir, child first: cgroupfs's files cannot be unlinked
+      const rmdir = (dir: string) => fs.existsSync(dir) && fs.rmdirSync(dir)
+      yield* Effect.addFinalizer(() => Effect.sync(() => Object.values(dirs).forEach((dir) => [path.join(dir, "1-s1"), dir].forEach(rmdir))))
+      // as if made two hours ago: cgroupfs keeps the time a directory was made as its mtime
+      const past = new Date(Date.now() - 2 * 3600_000)
+      for (const dir of [path.join(dirs.old, "1-s1"), dirs.old]) fs.utimesSync(dir, past, past)
+      yield* Effect.gen(function*() {
+        yield* (yield* Containment).reapLeftovers
+      }).pipe(Effect.provide(layerFor("cgroup")))
+      // the young one may be a cell its live owner is about to join
+      expect({ old: fs.existsSync(dirs.old), young: fs.existsSync(path.join(dirs.young, "1-s1")) }).toEqual({ old: false, young: true })
+    }))
+
+  it.scopedLive("a supervisor whose parent cgroup was removed under it makes it again: its next shell is still held by its cgroup", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      // its cell goes with its scope
+      const parent = yield* Effect.scoped(Effect.map(ProcessGroup.spawn({ command: ["true"] }), (first) => path.dirname(first.target.cgroup!)))
+      // what a supervisor of another namespace does to an empty parent
+      fs.rmdirSync(parent)
+      const next = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+      expect({ containment: next.containment, parent: path.dirname(next.target.cgroup ?? "") }).toEqual({ containment: "cgroup", parent })
+      yield* next.stop()
+    }).pipe(Effect.provide(layerFor("cgroup"))))
 })
 
 /** Field 22 of `/proc/<pid>/stat`: clock ticks since boot. */

@@ -105,7 +105,7 @@ const cgroupCell = (parent: string) => {
       Effect.sync((): Cell => {
         const dir = path.join(parent, `${++counter}-${shellId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64)}`)
         try {
-          fs.mkdirSync(dir)
+          mkdirUnder(parent, dir)
         } catch (error) {
           // out of descendants, or the hierarchy went read-only: this shell is scanned instead
           process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
@@ -115,6 +115,21 @@ const cgroupCell = (parent: string) => {
       }),
       (cell) => Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))
     )
+}
+
+/**
+ * A supervisor in another PID namespace cannot tell whether this one lives,
+ * so it removes this one's parent cgroup whenever it is empty (see
+ * `reapLeftovers`): made again here, it costs nothing but a mkdir.
+ */
+const mkdirUnder = (parent: string, dir: string) => {
+  try {
+    fs.mkdirSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error
+    fs.mkdirSync(parent, { recursive: true })
+    fs.mkdirSync(dir)
+  }
 }
 
 const uid = process.getuid?.() ?? 0
@@ -216,14 +231,27 @@ const pidNamespace = (): number => {
   }
 }
 
-/** Stops and removes what supervisors of this uid and PID namespace left in their cgroups when they died. */
+/** How old an empty cgroup of another PID namespace must be to be removed. */
+const FOREIGN_MIN_AGE_MS = 60_000
+
+/**
+ * Stops and removes what supervisors of this uid and PID namespace left in
+ * their cgroups when they died. Those of another namespace (gone with it, or
+ * alive: their pids mean nothing here) are only removed where empty: rmdir
+ * refuses a cgroup with a process in it, a young one may be a cell about to
+ * be joined, and a live owner makes its parent again at its next shell.
+ */
 const reapLeftovers = (home: string) =>
   Effect.gen(function*() {
     const table = yield* ProcessTable
     const ns = pidNamespace()
     for (const dir of Cgroup.subdirs(home)) {
       const m = PARENT.exec(path.basename(dir))
-      if (m === null || Number(m[1]) !== uid || Number(m[2]) !== ns) continue
+      if (m === null || Number(m[1]) !== uid) continue
+      if (Number(m[2]) !== ns) {
+        Cgroup.removeStale(dir, FOREIGN_MIN_AGE_MS)
+        continue
+      }
       const owner = yield* table.lookup(Number(m[3]))
       if (Option.exists(owner, (p) => p.startTime === Number(m[4]) && !isGone(p))) continue
       const shells = Cgroup.subdirs(dir).filter(Cgroup.populated)

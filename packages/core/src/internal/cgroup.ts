@@ -94,6 +94,23 @@ export const remove = (dir: string): boolean => {
   }
 }
 
+/**
+ * Removes the empty cgroups of the tree made more than `minAgeMs` ago,
+ * deepest first: a younger one may be a cell its owner is about to join.
+ */
+export const removeStale = (dir: string, minAgeMs: number, now = Date.now()): boolean => {
+  try {
+    // read first: removing a child makes the directory's mtime now
+    const young = now - fs.statSync(dir).mtimeMs < minAgeMs
+    for (const child of subdirs(dir)) removeStale(child, minAgeMs, now)
+    if (young) return false
+    fs.rmdirSync(dir)
+    return true
+  } catch {
+    return false
+  }
+}
+
 export const subdirs = (dir: string): Array<string> => {
   try {
     return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name))
