@@ -214,10 +214,10 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           // on SIGTERM the escaper forks a TERM-ignoring sleep and exits, so the sleep's parent is
           // gone before any scan can see the sleep: only its session links it to the shell
           const group = yield* ProcessGroup.spawn({
-            command: `setsid env -i sh -c 'trap "trap \\"\\" TERM; sleep 6${token} & exit 0" TERM; sleep 30 & wait' & sleep 600 & wait`
+            command: `setsid env -i sh -c 'trap "trap \\"\\" TERM; sleep 6${token} & exit 0" TERM; sleep 3${token} & wait' & sleep 600 & wait`
           })
-          yield* waitUntil("the escaper", () => marked(token).some((pid) => commOf(pid) === "sh" && sidOf(pid) === pid))
-          yield* Effect.sleep("100 millis")
+          // its own sleep runs once its trap is set: a SIGTERM before that (a loaded machine) would just end it
+          yield* waitUntil("the escaper's trap", () => marked(token).some((pid) => commOf(pid) === "sleep" && sidOf(pid) !== group.pid))
           const report = yield* group.stop()
           expect(report.escalated, JSON.stringify(report)).toBe(true)
           yield* staysEmpty(token)

@@ -120,7 +120,16 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
   const scan = Effect.map(find, (found) => groups.forEach((g) => (g.live = found.get(g) ?? [])))
 
   const stillAlive = (p: ProcessInfo) => Effect.map(lookupLive(p.pid), Option.exists((now) => now.startTime === p.startTime))
-  const recheck = Effect.forEach(groups, (g) => Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live)), { discard: true })
+  /** A cgroup's listing holds only its live members, ours whoever they are: one read for all of them, not one per member. */
+  const recheckGroup = (g: Group) => {
+    const { cgroup } = g.target
+    if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
+    return Effect.sync(() => {
+      const present = new Set(Cgroup.procs(cgroup))
+      g.live = g.live.filter((p) => present.has(p.pid))
+    })
+  }
+  const recheck = Effect.forEach(groups, recheckGroup, { discard: true })
 
   const signals = makeSignals(table)
   return {
