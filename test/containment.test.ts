@@ -207,6 +207,35 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("a shell on a terminal has its exit status when its command exits, while a child it left in the background runs on", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // the child ignores the hangup the terminal's end sends (cgroup, procScan: the leader is the session's)
+          const group = yield* ProcessGroup.spawn({ command: `trap '' HUP; sleep 6${token} & exit 3`, tty: true })
+          // under pidns the leader is unshare, which waits for the whole namespace: the init's report says it sooner
+          const exit = yield* group.awaitExit.pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "no exit status in 5 s" }))
+          expect(exit).toEqual({ _tag: "Exited", code: 3 })
+          const containment = yield* Containment
+          expect(yield* containment.members(group.target), "members when the exit status came").toBeGreaterThan(0)
+          yield* waitUntil("the background sleep", () => sleeping(token))
+          yield* group.stop()
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive("a stop at once after a terminal's spawn reaches the command: it ends on SIGTERM, with no grace run out", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          for (let i = 0; i < 5; i++) {
+            const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`], tty: true })
+            // under pidns the init forks the command a moment after the spawn, and says so on its report socket
+            const report = yield* group.stop({ grace: Duration.seconds(5) })
+            expect(report.escalated, `stop ${i}: ${JSON.stringify(report)}`).toBe(false)
+            expect(marked(token)).toEqual([])
+          }
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("stops what an escaper forks after the first scan and then leaves behind: its session is the shell's", () =>
         Effect.gen(function*() {
           const token = newToken()

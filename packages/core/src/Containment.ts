@@ -50,12 +50,18 @@ export interface Cell {
   /** The shell's cgroup, when it has one. */
   readonly cgroup: string | undefined
   /**
-   * Whether the leader is a wrapper that stays (not the command), and writes
-   * the command's raw wait status as a line on fd 3 when it exits.
+   * Whether the leader is a wrapper that stays (not the command), and reports
+   * on a channel of its own, line by line, `forked` once the command's
+   * process exists and the command's raw wait status when it exits.
    */
   readonly reportsExit: boolean
-  /** The argv that runs `file args` inside the cell from its first instruction. */
-  readonly wrap: (file: string, args: ReadonlyArray<string>) => readonly [string, ReadonlyArray<string>]
+  /**
+   * The argv that runs `file args` inside the cell from its first
+   * instruction. Where the leader reports, it does so on fd 3, or with
+   * `report`, on the unix socket at that path (a terminal passes no fd 3),
+   * or nowhere if that is empty.
+   */
+  readonly wrap: (file: string, args: ReadonlyArray<string>, report?: string) => readonly [string, ReadonlyArray<string>]
 }
 
 // a Data error, not a Schema one: `corral run` must not pay for loading Schema at every start
@@ -137,16 +143,26 @@ const uid = process.getuid?.() ?? 0
 /**
  * PID 1 of a shell's namespace. The user's command must not be PID 1: it
  * would ignore every signal it has no handler for, SIGTERM included. This
- * init forks the command, says `forked` on fd 3 (kept from the command) once
- * the command's process exists, so a stop's group signal cannot come before
- * it, reports the command's wait status there the moment it exits, and reaps everything until nothing
- * is left, so what the command left behind lingers as it would without a
- * namespace, and corral's own stop decides its end. It installs no handler:
- * a group signal from outside reaches the command directly, once.
+ * init forks the command, says `forked` on its report channel (kept from the
+ * command) once the command's process exists, so a stop's group signal
+ * cannot come before it, reports the command's wait status there the moment
+ * it exits, and reaps everything until nothing is left, so what the command
+ * left behind lingers as it would without a namespace, and corral's own stop
+ * decides its end. It installs no handler: a group signal from outside
+ * reaches the command directly, once.
+ *
+ * Its first argument names the channel: `3`, the pipe on fd 3, or the path
+ * of a unix socket to connect to (a shell on a terminal, ADR 22), or nothing
+ * (an empty argument). The socket
+ * is made with the builtins and Linux's numbers (AF_UNIX 1, SOCK_STREAM 1):
+ * loading Socket.pm would double the init's start. Perl makes it
+ * close-on-exec. Without a channel, the init runs the command all the same.
  */
 const init = [
   "use Fcntl;",
-  'my $report; if (open($report, ">&=", 3)) { fcntl($report, F_SETFD, FD_CLOEXEC) }',
+  "my $to = shift @ARGV; my $report;",
+  'if ($to eq "3") { if (open($report, ">&=", 3)) { fcntl($report, F_SETFD, FD_CLOEXEC) } }',
+  'elsif ($to ne "") { socket($report, 1, 1, 0) && connect($report, pack("S Z*", 1, $to)) or undef $report }',
   "my $cmd = fork;",
   'defined $cmd or do { print STDERR "corral: cannot fork: $!\\n"; exit 125 };',
   'if ($cmd == 0) { exec { $ARGV[0] } @ARGV; print STDERR "corral: cannot run $ARGV[0]: $!\\n"; exit($!{ENOENT} ? 127 : 126) }',
@@ -179,7 +195,7 @@ const pidnsCell = Effect.gen(function*() {
     backend: "pidns",
     cgroup: undefined,
     reportsExit: true,
-    wrap: (file, args) => ["unshare", [...flags, "perl", "-e", init, file, ...args]]
+    wrap: (file, args, report = "3") => ["unshare", [...flags, "perl", "-e", init, report, file, ...args]]
   }
   return (_shellId: string) => Effect.succeed(cell)
 })

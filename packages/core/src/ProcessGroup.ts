@@ -23,6 +23,7 @@ import * as GroupStop from "./GroupStop.js"
 import { Limits } from "./Limits.js"
 import * as Cgroup from "./internal/cgroup.js"
 import * as Pty from "./internal/pty.js"
+import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { ProcessTable } from "./ProcessTable.js"
 import type { Signal } from "./ProcessTable.js"
@@ -271,14 +272,14 @@ interface Leader {
 }
 
 /** The command as the cell runs it, with the environment every member carries, checked as execvp would where spawn cannot tell. */
-const prepare = (spec: SpawnSpec, shellId: string, cell: Cell, checkAlways: boolean) => {
+const prepare = (spec: SpawnSpec, shellId: string, cell: Cell, checkAlways: boolean, report?: string) => {
   const [command, commandArgs] = typeof spec.command === "string"
     ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
     : [spec.command[0]!, spec.command.slice(1)]
   const base: Record<string, string | undefined> = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
   const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
   const missing = checkAlways || cell.backend !== "procScan" || ignored.length > 0 ? checkExecutable(command, base, spec.cwd) : undefined
-  const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs))
+  const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs), report)
   const env: Record<string, string | undefined> = { ...base, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(base, shellId) }
   return { command, file, args, env, missing }
 }
@@ -324,9 +325,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
     child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
     child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
   }
-  onReportLines(child.stdio[3], (line) =>
-    line === "forked" ? Deferred.unsafeDone(forked, Effect.void) : Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
-  )
+  child.stdio[3]?.on("data", reportReader({ exit, forked }))
   child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
   // `close` waits for every holder of the pipes; only output completeness depends on it
   child.once("close", () => {
@@ -362,14 +361,13 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
  * The leader on a pseudo-terminal. The pty package forks it into a session
  * of its own, as `detached` does, so the cell's wrapper joins it to the
  * cgroup before the command's first instruction exactly as on pipes. The
- * wrapper of the pidns cell cannot report the command's status on fd 3
- * there: its status is then the namespace's init's, once the namespace is
- * empty.
+ * pidns cell's init reports on the socket at `report`, as the terminal
+ * passes it no fd 3.
  */
-const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit, output }: Sinks) =>
+const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit, output }: Sinks, report: string) =>
   Effect.gen(function*() {
     const pty = yield* Effect.mapError(Pty.load, (missing) => new TtyUnavailable({ reasons: missing.reasons }))
-    const { args, command, env, file, missing } = prepare(spec, shellId, cell, true)
+    const { args, command, env, file, missing } = prepare(spec, shellId, cell, true, report)
     if (missing !== undefined) return yield* missing
     const size = typeof spec.tty === "object" ? spec.tty : Pty.defaultSize
     const term = yield* Effect.try({
@@ -410,14 +408,20 @@ const toExitStatus = (code: number | null, signal: NodeJS.Signals | null): ExitS
 
 const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
 
-/** Calls `onLine` with each line the init writes on its report pipe; chunks may split or join lines. */
-const onReportLines = (pipe: NodeJS.EventEmitter | null | undefined, onLine: (line: string) => void) => {
+/**
+ * Reads what a pidns init reports, chunk by chunk (chunks may split or join
+ * lines): `forked`, then the command's raw wait status.
+ */
+const reportReader = ({ exit, forked }: Pick<Sinks, "exit" | "forked">) => {
   let pending = ""
-  pipe?.on("data", (chunk: Buffer) => {
+  return (chunk: Buffer) => {
     const lines = (pending + chunk.toString("latin1")).split("\n")
     pending = lines.pop()!
-    for (const line of lines) onLine(line)
-  })
+    for (const line of lines) {
+      if (line === "forked") Deferred.unsafeDone(forked, Effect.void)
+      else Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+    }
+  }
 }
 
 /** A raw wait(2) status, as the PID-namespace init reports it. */
@@ -455,8 +459,13 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // runs uninterruptibly, and a timeout cannot cut short an uninterruptible
   // wait: made interruptible, or a process outside the shell holding a pipe
   // would hold the scope's close for as long as it lives.
+  // on a terminal, the init's report channel is a socket, closed after the leader's output (released first)
+  const report = tty && cell.reportsExit
+    ? yield* Effect.acquireRelease(ReportSocket.listen(reportReader(sinks)), (socket) => Effect.sync(() => socket?.close()))
+    : undefined
   const start: Effect.Effect<Leader, SpawnError | TtyUnavailable> = tty
-    ? ptyLeader(spec, shellId, cell, sinks)
+    // without a socket, no channel at all: whatever fd 3 the terminal's child inherited is not the init's
+    ? ptyLeader(spec, shellId, cell, sinks, report?.path ?? "")
     : pipeLeader(spec, shellId, cell, sinks)
   const leader = yield* Effect.acquireRelease(
     start,
@@ -473,9 +482,8 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // membership by cgroup is exact only once the leader is in it
   if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
   const lookup = yield* table.lookup(pid)
-  // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing;
-  // on a terminal the init has no pipe to say so (ADR 22)
-  const ready = cell.reportsExit && !tty
+  // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
+  const ready = cell.reportsExit
     ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
       Effect.timeout(Duration.seconds(1)),
       Effect.ignore
