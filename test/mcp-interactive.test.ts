@@ -16,7 +16,8 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import type { CallResult, McpProcess } from "./fixtures/mcpHarness.js"
-import { mcpServer } from "./fixtures/mcpHarness.js"
+import { attachOnTerminal } from "./fixtures/attachTerminal.js"
+import { eventually, mcpServer } from "./fixtures/mcpHarness.js"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
 
@@ -105,6 +106,46 @@ describe.skipIf(!inPidNamespace)("corral mcp, interactive (needs the PID namespa
       yield* server.call("bash_output", { shell_id: "s1", wait_for: "started" })
       const killed = yield* server.call("kill_bash", { shell_id: "s1" })
       expect(killed.text).toMatch(/^Killed shell s1 \(.*\): stopped \d processes in \d+m?s: it escalated to SIGKILL/)
+      expect(server.leftovers()).toEqual([])
+    }))
+
+  it.scopedLive("a terminal of the size bash asked for, which corral attach resizes to its own terminal's, at once and on SIGWINCH", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const { tools } = yield* Effect.promise(() => server.client.listTools())
+      const bash = tools.find((t) => t.name === "bash")!.inputSchema
+      expect(bash).toMatchObject({
+        additionalProperties: false,
+        properties: { cols: { type: "integer", minimum: 1, maximum: 1000 }, rows: { type: "integer", minimum: 1, maximum: 1000 } }
+      })
+      const once = yield* server.call("bash", { command: "stty size", tty: true, cols: 100, rows: 30 })
+      expect(once.text).toMatch(/^30 100\n\[exited with code 0 after /)
+      const refused = yield* server.call("bash", { command: "stty size", cols: 100 })
+      expect({ isError: refused.isError, text: refused.text }).toEqual({ isError: true, text: "cols sizes the terminal of tty: true: add tty: true, or drop cols" })
+
+      // one `stty size` per line typed
+      yield* server.call("bash", { command: "while read -r line; do stty size; done", run_in_background: true, tty: true, cols: 80, rows: 24 })
+      /** Types Enter until the shell's answer is `expected`: a resize lands a moment after it was asked for. */
+      const size = (expected: string) =>
+        Effect.gen(function*() {
+          let last = ""
+          for (let i = 0; i < 20; i++) {
+            last = (yield* server.call("write_stdin", { shell_id: "s1", text: "\n", wait_ms: 500 })).text
+            expect(last).toMatch(/^\[typed 1 character into shell s1's terminal\]\n\n\d+ \d+\n/)
+            if (last.includes(`\n${expected}\n`)) return
+          }
+          expect(last, `stty size never said ${expected}`).toContain(`\n${expected}\n`)
+        })
+      yield* size("24 80")
+      const attached = yield* attachOnTerminal(server.stateDir, `${server.pid}:s1`, { cols: 90, rows: 25 })
+      yield* size("25 90")
+      // SIGWINCH to corral attach, from its own terminal's resize
+      attached.term.resize(110, 35)
+      yield* size("35 110")
+      attached.term.write("\u001d")
+      yield* eventually("the detach", () => attached.exitCode() !== undefined)
+      expect(attached.exitCode()).toBe(0)
+      yield* server.call("kill_bash", { shell_id: "s1" })
       expect(server.leftovers()).toEqual([])
     }))
 

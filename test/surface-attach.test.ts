@@ -3,41 +3,15 @@
  * surface.test.ts), the built bin, input piped in or typed on a terminal of
  * its own (a pty from the test), and /proc read directly.
  */
-import { createRequire } from "node:module"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { bin, carrying, corral, isAlive, spawnCorral, stateDir, supervisor, waitFor } from "./fixtures/surfaceProcesses.js"
+import { attachOnTerminal } from "./fixtures/attachTerminal.js"
+import { carrying, corral, isAlive, spawnCorral, stateDir, supervisor, waitFor } from "./fixtures/surfaceProcesses.js"
 
 const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
 
 /** Echoes each line; an interrupted read (SIGINT, trapped) reads on. */
 const readLoop = `trap 'echo interrupted' INT; while :; do if read -r line; then echo "got: $line"; elif [ $? -gt 128 ]; then continue; else break; fi; done; echo "stdin ended"`
-
-interface TestPty {
-  readonly pid: number
-  readonly onData: (listener: (data: string) => void) => void
-  readonly onExit: (listener: (event: { exitCode: number }) => void) => void
-  readonly write: (data: string) => void
-  readonly kill: (signal?: string) => void
-}
-
-const pty = createRequire(import.meta.url)("@lydell/node-pty") as {
-  readonly spawn: (file: string, args: ReadonlyArray<string>, options: Record<string, unknown>) => TestPty
-}
-
-/** `corral attach ID` on a terminal of its own, as a person runs it; killed with the scope if still running. */
-const attachOnTerminal = (dir: string, id: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const term = pty.spawn(process.execPath, [bin, "attach", id], { cols: 100, rows: 30, env: { ...process.env, CORRAL_STATE_DIR: dir } })
-      let screen = ""
-      let exitCode: number | undefined
-      term.onData((data) => (screen += data))
-      term.onExit(({ exitCode: code }) => (exitCode = code))
-      return { term, screen: () => screen, exitCode: () => exitCode }
-    }),
-    ({ exitCode, term }) => Effect.sync(() => exitCode() === undefined && term.kill("SIGKILL"))
-  )
 
 describe("corral attach usage", () => {
   const bad: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [

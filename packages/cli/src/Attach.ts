@@ -5,6 +5,8 @@
  * until the output ends or the user detaches.
  */
 import { StringDecoder } from "node:string_decoder"
+import type { TerminalSize } from "@corral/core/Shell"
+import { MAX_TERMINAL_SIZE } from "@corral/core/Shell"
 import { ControlClient, OutputUnavailable } from "./internal/controlClient.js"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -27,6 +29,8 @@ it, like 4242:s1.
 A shell started with a terminal (the bash tool's tty: true), attached from
 a terminal: every key goes to the shell's terminal as you type it, so
 Ctrl-C, Ctrl-Z and Ctrl-D act there as they would in it. Ctrl-] detaches.
+The shell's terminal takes the size of yours, at once and whenever yours
+is resized, and keeps the last one after you detach.
 
 Any other shell, or input that is not a terminal: your input is sent as
 you enter each line, echoed and edited by your own terminal. Ctrl-C is
@@ -86,6 +90,32 @@ const signals = (onInterrupt: () => void, onEnd: () => void) =>
       })
   )
 
+/** The size of this process's terminal, within the bounds of a shell's; none when stdout is not a terminal. */
+const ownSize = (): Option.Option<TerminalSize> => {
+  const { columns, isTTY, rows } = process.stdout
+  if (isTTY !== true || !(columns > 0 && rows > 0)) return Option.none()
+  const within = (n: number) => Math.min(Math.max(Math.floor(n), 1), MAX_TERMINAL_SIZE)
+  return Option.some({ cols: within(columns), rows: within(rows) })
+}
+
+/**
+ * Gives the shell's terminal the size of ours, now and at each SIGWINCH
+ * (Node's `resize` on stdout), in order, while the scope lasts. A resize that
+ * fails is let go: the shell has ended, and its output says so.
+ */
+const followSize = (id: string) =>
+  Effect.gen(function*() {
+    const client = yield* ControlClient
+    const sizes = yield* Queue.sliding<TerminalSize>(1)
+    const offer = () => Option.map(ownSize(), (size) => Queue.unsafeOffer(sizes, size))
+    offer()
+    yield* Effect.acquireRelease(
+      Effect.sync(() => process.stdout.on("resize", offer)),
+      () => Effect.sync(() => process.stdout.off("resize", offer))
+    )
+    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(sizes), (size) => Effect.ignore(client.resize(id, size)))))
+  })
+
 /** Sends what is typed, in order, until the user detaches (Ctrl-] or the end of input). */
 const forward = (id: string, chunks: Queue.Dequeue<Chunk>) =>
   Effect.gen(function*() {
@@ -126,6 +156,7 @@ const attach = (id: string) =>
     if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
     const raw = entry.info.tty === true && process.stdin.isTTY === true
     const chunks = yield* keyboard(raw)
+    if (raw) yield* followSize(id)
     const hungUp = yield* Deferred.make<void>()
     // without a terminal of our own in raw mode, Ctrl-C reaches us as SIGINT: passed on as the key
     yield* signals(() => Queue.unsafeOffer(chunks, { _tag: "Text", text: "\u0003" }), () => Deferred.unsafeDone(hungUp, Effect.void))

@@ -55,16 +55,17 @@ const globalId = (id: string) => `${process.pid}:${id}`
 const own = nameFor(process.pid)
 
 /** One request to the socket, outside of corral's client. */
-const rawRequest = (socket: string, method: string, route: string) =>
+const rawRequest = (socket: string, method: string, route: string, json?: unknown) =>
   Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
-    const request = http.request({ socketPath: socket, method, path: route }, (response) => {
+    const headers = json === undefined ? {} : { "content-type": "application/json" }
+    const request = http.request({ socketPath: socket, method, path: route, headers }, (response) => {
       let body = ""
       response.setEncoding("utf8")
       response.on("data", (text: string) => (body += text))
       response.on("end", () => resume(Effect.succeed({ status: response.statusCode ?? 0, body })))
     })
     request.on("error", (error) => resume(Effect.die(error)))
-    request.end()
+    request.end(json === undefined ? undefined : JSON.stringify(json))
   })
 
 const start = (command: string, owner = "agent") =>
@@ -177,6 +178,32 @@ describe("ControlServer", () => {
         )
         const expected = Array.from({ length: 60 }, (_, i) => `line ${i + 1}\n`).join("")
         expect(followed).toBe(expected)
+      })
+    ))
+
+  it.live("resizes a shell's terminal for the operator, whichever agent owns it; refuses a shell on pipes and a size out of bounds", () =>
+    withSupervisor((stateDir) =>
+      Effect.gen(function*() {
+        const registry = yield* ShellRegistry
+        const control = yield* ControlClient
+        // one `stty size` per line typed
+        const term = yield* registry.start({ command: "while read -r line; do stty size; done", tty: { cols: 80, rows: 24 } }, { owner: "agent" })
+        yield* control.resize(globalId(term.id), { cols: 70, rows: 20 })
+        yield* registry.write(term.id, { text: "\n" }, { owner: "agent" })
+        expect((yield* printed(term.id, /20 70/)).waited).toBe("matched")
+
+        const piped = yield* start("exec sleep 30")
+        const refused = yield* Effect.flip(control.resize(globalId(piped.id), { cols: 70, rows: 20 }))
+        expect(refused.message).toBe(`shell ${globalId(piped.id)} has no terminal to resize: it was started without one (the bash tool's tty: true), or it has ended`)
+        const socket = socketPath(stateDir, own)
+        const raw = yield* rawRequest(socket, "POST", `/v1/shells/${piped.id}/resize`, { cols: 70, rows: 20 })
+        expect({ status: raw.status, body: JSON.parse(raw.body) }).toMatchObject({ status: 409, body: { error: "NoTerminal" } })
+        for (const size of [{ cols: 0, rows: 20 }, { cols: 70, rows: 1001 }, { cols: 70.5, rows: 20 }, { cols: 70 }]) {
+          const bad = yield* rawRequest(socket, "POST", `/v1/shells/${term.id}/resize`, size)
+          expect(bad.status, JSON.stringify(size)).toBe(400)
+        }
+        yield* registry.kill(term.id, { owner: "agent" })
+        yield* registry.kill(piped.id, { owner: "agent" })
       })
     ))
 

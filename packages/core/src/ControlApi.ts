@@ -16,7 +16,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import * as Journal from "./Journal.js"
-import { Delivered, Input, ShellInfo, StopReport, Supervisor } from "./Shell.js"
+import { Delivered, Input, ShellInfo, StopReport, Supervisor, TerminalSize } from "./Shell.js"
 
 /**
  * Prefixes every route; bumped when a route or body changes incompatibly.
@@ -108,6 +108,23 @@ export const NoStdin = Schema.Struct({
 }).annotations(HttpApiSchema.annotations({ status: 409 }))
 
 /**
+ * The terminal's size after a resize.
+ *
+ * @since 0.1.0
+ */
+export const ResizeResponse = Schema.Struct({ size: TerminalSize })
+
+/**
+ * The shell has no terminal to resize: it was started without one, or it has ended.
+ *
+ * @since 0.1.0
+ */
+export const NoTerminal = Schema.Struct({
+  error: Schema.Literal("NoTerminal"),
+  message: Schema.String
+}).annotations(HttpApiSchema.annotations({ status: 409 }))
+
+/**
  * The id is not a registry id (`s` and a number).
  *
  * @since 0.1.0
@@ -150,6 +167,9 @@ export class Shells extends HttpApiGroup.make("shells")
   .add(HttpApiEndpoint.get("follow", "/shells/:id/follow").setPath(ShellPath).addSuccess(OutputStream))
   .add(HttpApiEndpoint.post("stop", "/shells/:id/stop").setPath(ShellPath).addSuccess(Stopped))
   .add(HttpApiEndpoint.post("stdin", "/shells/:id/stdin").setPath(ShellPath).setPayload(Input).addSuccess(StdinResponse).addError(NoStdin))
+  .add(
+    HttpApiEndpoint.post("resize", "/shells/:id/resize").setPath(ShellPath).setPayload(TerminalSize).addSuccess(ResizeResponse).addError(NoTerminal)
+  )
   .add(HttpApiEndpoint.post("stopAll", "/stop-all").addSuccess(StopAllResponse))
   .addError(InvalidShellId)
   .addError(UnknownShell)

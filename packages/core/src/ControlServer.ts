@@ -12,7 +12,8 @@
  * What it can reach: the registry's own shells, named by registry id. No
  * route takes a pid, so no request can signal any other process. Input to a
  * shell (`corral attach`) goes through `ShellInput`, as the `write_stdin`
- * tool's does, for the operator as a stop is.
+ * tool's does, and a resize of its terminal through the registry, both for
+ * the operator as a stop is.
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -192,6 +193,22 @@ const handlers = HttpApiBuilder.group(Api.ControlApi, "shells", (handlers) =>
           })
         )
         return { delivered }
+      }))
+    .handle("resize", ({ path, payload }) =>
+      Effect.gen(function*() {
+        const id = yield* shellId(path)
+        const registry = yield* ShellRegistry
+        const { owner } = yield* Effect.mapError(registry.info(id), refusal)
+        yield* registry.resize(id, payload, { owner }).pipe(
+          Effect.catchTags({
+            // the payload's schema has the same bounds
+            InvalidTerminalSize: Effect.die,
+            NotOwner: Effect.die,
+            UnknownShell: (e) => Effect.fail(refusal(e)),
+            NoTerminal: (e) => Effect.fail(Api.NoTerminal.make({ error: "NoTerminal", message: e.message }))
+          })
+        )
+        return { size: payload }
       }))
     .handle("stop", ({ path }) => Effect.flatMap(shellId(path), (id) => Effect.mapError(stopShell(id), refusal)))
     .handle("stopAll", () =>

@@ -77,6 +77,7 @@ const toPlatformError = (command: Command.StandardCommand) => (error: ProcessGro
     case "InvalidCommand":
     // a Command never asks for a terminal
     case "TtyUnavailable":
+    case "InvalidTerminalSize":
       return new PlatformError.BadArgument({ module: "Command", method: "spawn", description: error.message })
   }
 }

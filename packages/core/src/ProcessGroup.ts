@@ -58,13 +58,14 @@ export interface SpawnSpec {
   readonly ignoredSignals?: ReadonlyArray<number> | undefined
   /**
    * A pseudo-terminal for stdin, stdout and stderr, for programs that need
-   * one (REPLs, prompts); `true` is 120 columns by 40 rows. Its output goes
+   * one (REPLs, prompts), of the size given (1 to 1000 columns and rows;
+   * `resize` changes it); `true` is 120 columns by 40 rows. Its output goes
    * to `output` as stdout, and `writeStdin` types into it: the terminal's
    * line discipline echoes, and turns Ctrl-C into SIGINT for the foreground
    * job. Needs the optional package `@lydell/node-pty` (or `node-pty`);
    * `stdio` and `stdin` do not apply.
    */
-  readonly tty?: boolean | { readonly cols: number; readonly rows: number } | undefined
+  readonly tty?: boolean | TerminalSize | undefined
 }
 
 export type RawStdio = readonly [stdin: "pipe" | "inherit" | "ignore", stdout: "pipe" | "inherit", stderr: "pipe" | "inherit"]
@@ -76,9 +77,10 @@ export interface Stdio {
   readonly stderr: Readable | null
 }
 
-/** How the leader ended: declared once, as a schema, in Shell.ts. */
-export type { ExitStatus } from "./Shell.js"
-import type { ExitStatus } from "./Shell.js"
+/** How the leader ended, and a terminal's size: declared once, as schemas, in Shell.ts. */
+export type { ExitStatus, TerminalSize } from "./Shell.js"
+import type { ExitStatus, TerminalSize } from "./Shell.js"
+import { defaultTerminalSize, MAX_TERMINAL_SIZE } from "./internal/terminalSize.js"
 
 export class EmptyCommand extends Data.TaggedError("EmptyCommand")<{}> {
   override get message() {
@@ -128,6 +130,17 @@ export class SpawnError extends Data.TaggedError("SpawnError")<{ readonly file: 
   }
 }
 
+/** A terminal's size out of bounds, at a spawn or a resize. */
+export class InvalidTerminalSize extends Data.TaggedError("InvalidTerminalSize")<{ readonly cols: number; readonly rows: number }> {
+  override get message() {
+    return `invalid terminal size ${this.cols}x${this.rows} (columns x rows): each must be a whole number from 1 to ${MAX_TERMINAL_SIZE}`
+  }
+}
+
+/** Whether `size` is one corral makes a terminal of. */
+export const isTerminalSize = (size: TerminalSize): boolean =>
+  [size.cols, size.rows].every((n) => Number.isInteger(n) && n >= 1 && n <= MAX_TERMINAL_SIZE)
+
 /** `tty: true` without a pty package that loads. */
 export class TtyUnavailable extends Data.TaggedError("TtyUnavailable")<{ readonly reasons: ReadonlyArray<string> }> {
   override get message() {
@@ -136,7 +149,7 @@ export class TtyUnavailable extends Data.TaggedError("TtyUnavailable")<{ readonl
   }
 }
 
-export type ProcessGroupError = EmptyCommand | InvalidCommand | InvalidCwd | SpawnError | TtyUnavailable
+export type ProcessGroupError = EmptyCommand | InvalidCommand | InvalidCwd | InvalidTerminalSize | SpawnError | TtyUnavailable
 
 export interface ProcessGroup {
   readonly shellId: string
@@ -159,6 +172,11 @@ export interface ProcessGroup {
    * On a terminal (`tty`) `eof` types Ctrl-D, as a terminal's end of file.
    */
   readonly writeStdin: (input: { readonly text?: string | undefined; readonly eof?: boolean | undefined }) => Effect.Effect<boolean>
+  /**
+   * Resizes its terminal (`tty`), whose foreground job gets SIGWINCH; false
+   * when there is none (spawned without `tty`, or its terminal closed).
+   */
+  readonly resize: (size: TerminalSize) => Effect.Effect<boolean, InvalidTerminalSize>
   /**
    * Stops the group; concurrent and repeated calls share the first stop's
    * report. Once begun, a stop runs to its end even if every caller is
@@ -214,6 +232,7 @@ const validate = (spec: SpawnSpec) =>
         reason: "tty gives the command a terminal for stdin, stdout and stderr, so stdio cannot say otherwise: drop one of them"
       })
     }
+    if (typeof spec.tty === "object" && !isTerminalSize(spec.tty)) return yield* new InvalidTerminalSize(spec.tty)
   })
 
 const isTty = (spec: SpawnSpec) => spec.tty !== undefined && spec.tty !== false
@@ -265,6 +284,8 @@ interface Leader {
   readonly pid: number
   readonly stdio: Stdio
   readonly writeStdin: ProcessGroup["writeStdin"]
+  /** Resizes its terminal, if it has one open: false if not. */
+  readonly resize: (size: TerminalSize) => boolean
   /** Stops reading output: what the dead wrote has arrived, or never will. */
   readonly closeOutput: () => void
   /** Whether it is our child, not yet reaped: while it is, no other process can have its pid, or its group's id. */
@@ -349,6 +370,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
         else stdin.write(text, done)
       }),
     held: () => child.exitCode === null && child.signalCode === null,
+    resize: () => false,
     closeOutput: () => {
       child.stdout?.destroy()
       child.stderr?.destroy()
@@ -369,7 +391,7 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit,
     const pty = yield* Effect.mapError(Pty.load, (missing) => new TtyUnavailable({ reasons: missing.reasons }))
     const { args, command, env, file, missing } = prepare(spec, shellId, cell, true, report)
     if (missing !== undefined) return yield* missing
-    const size = typeof spec.tty === "object" ? spec.tty : Pty.defaultSize
+    const size = typeof spec.tty === "object" ? spec.tty : defaultTerminalSize
     const term = yield* Effect.try({
       try: () => pty.spawn(file, [...args], { ...size, cwd: spec.cwd, env, encoding: null, name: env.TERM ?? "xterm-256color" }),
       catch: (cause) => new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause })
@@ -397,6 +419,11 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit,
           if (typed !== "") term.write(typed)
           return true
         }),
+      resize: ({ cols, rows }) => {
+        if (!open) return false
+        term.resize(cols, rows)
+        return true
+      },
       closeOutput: () => Pty.closeMaster(term),
       // the pty package reaps on a thread of its own, before its exit callback: no moment is known when it still holds the pid
       held: () => false
@@ -454,15 +481,15 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const forked = yield* Deferred.make<void>()
   const sinks: Sinks = { output, exit, closed, forked }
   const tty = isTty(spec)
+  // on a terminal, the init's report channel is a socket, closed after the leader's output (released first)
+  const report = tty && cell.reportsExit
+    ? yield* Effect.acquireRelease(ReportSocket.listen(reportReader(sinks)), (socket) => Effect.sync(() => socket?.close()))
+    : undefined
   // the scope closes after the stop: give the output a moment to deliver what
   // the dead wrote, then end it whatever still holds it. A release
   // runs uninterruptibly, and a timeout cannot cut short an uninterruptible
   // wait: made interruptible, or a process outside the shell holding a pipe
   // would hold the scope's close for as long as it lives.
-  // on a terminal, the init's report channel is a socket, closed after the leader's output (released first)
-  const report = tty && cell.reportsExit
-    ? yield* Effect.acquireRelease(ReportSocket.listen(reportReader(sinks)), (socket) => Effect.sync(() => socket?.close()))
-    : undefined
   const start: Effect.Effect<Leader, SpawnError | TtyUnavailable> = tty
     // without a socket, no channel at all: whatever fd 3 the terminal's child inherited is not the init's
     ? ptyLeader(spec, shellId, cell, sinks, report?.path ?? "")
@@ -508,6 +535,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
     writeStdin: leader.writeStdin,
+    resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
     // alone, a stop can wake on the leader's exit and the pipes closing
     stop: (options) =>
       stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(

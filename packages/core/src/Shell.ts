@@ -87,6 +87,35 @@ export const isActive = (status: ShellStatus) =>
   status._tag === "Running" || status._tag === "Lingering" || status._tag === "Stopping"
 
 /**
+ * The largest terminal corral makes or resizes to (`MAX_TERMINAL_SIZE`, in
+ * columns and in rows), and the size of one unless a caller says otherwise.
+ *
+ * @since 0.1.0
+ */
+export { defaultTerminalSize, MAX_TERMINAL_SIZE } from "./internal/terminalSize.js"
+import { MAX_TERMINAL_SIZE } from "./internal/terminalSize.js"
+
+const terminalSide = (unit: string) =>
+  Schema.Int.pipe(
+    Schema.between(1, MAX_TERMINAL_SIZE, { message: (issue) => `not a whole number of ${unit} from 1 to ${MAX_TERMINAL_SIZE}: ${JSON.stringify(issue.actual)}` })
+  )
+
+/**
+ * The size of a shell's terminal (`tty`), in character cells.
+ *
+ * @since 0.1.0
+ */
+export const TerminalSize = Schema.Struct({
+  cols: terminalSide("columns"),
+  rows: terminalSide("rows")
+})
+
+/**
+ * @since 0.1.0
+ */
+export interface TerminalSize extends Schema.Schema.Type<typeof TerminalSize> {}
+
+/**
  * A background shell as its registry reports it.
  *
  * @since 0.1.0

@@ -11,7 +11,7 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as Journal from "./Journal.js"
 import { Limits } from "./Limits.js"
-import type { ProcessGroupError, SpawnSpec } from "./ProcessGroup.js"
+import type { InvalidTerminalSize, ProcessGroupError, SpawnSpec, TerminalSize } from "./ProcessGroup.js"
 import type * as ProcessGroup from "./ProcessGroup.js"
 import type { OutputChunk } from "./OutputBuffer.js"
 import * as CommandShell from "./CommandShell.js"
@@ -66,10 +66,10 @@ export interface OutputResult {
 // defined beside the code that raises them; the registry's public errors all the same
 export { UnknownShell } from "./internal/registryShells.js"
 export { RegistryClosed, TooManyShells } from "./internal/registryAdmission.js"
-export { NoStdin, NotOwner } from "./internal/registryInput.js"
+export { NoStdin, NoTerminal, NotOwner } from "./internal/registryInput.js"
 export { InvalidOption, InvalidPattern, MAX_PATTERN_CHARS } from "./internal/shellOutput.js"
 import type { RegistryClosed, TooManyShells } from "./internal/registryAdmission.js"
-import type { NoStdin, NotOwner } from "./internal/registryInput.js"
+import type { NoStdin, NoTerminal, NotOwner } from "./internal/registryInput.js"
 import type { UnknownShell } from "./internal/registryShells.js"
 import type { InvalidOption, InvalidPattern } from "./internal/shellOutput.js"
 
@@ -110,6 +110,15 @@ export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<She
     input: { readonly text?: string | undefined; readonly eof?: boolean | undefined },
     options: { readonly owner: string }
   ) => Effect.Effect<void, UnknownShell | NotOwner | NoStdin>
+  /**
+   * Resizes the shell's terminal (`tty`), whose foreground job gets SIGWINCH;
+   * only its owner may.
+   */
+  readonly resize: (
+    id: string,
+    size: TerminalSize,
+    options: { readonly owner: string }
+  ) => Effect.Effect<void, UnknownShell | NotOwner | NoTerminal | InvalidTerminalSize>
   /** Sends `signal` to the shell's whole process group (Ctrl-C is SIGINT); only its owner may. */
   readonly signal: (id: string, signal: NodeJS.Signals, options: { readonly owner: string }) => Effect.Effect<void, UnknownShell | NotOwner>
   /** Lines kept that `reader` has not read yet in `new` mode; reads nothing for it. */
@@ -200,6 +209,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     kill,
     write: input.write,
     signal: input.signal,
+    resize: input.resize,
     info: (id) => Effect.flatMap(shells.lookup(id), RegistryShells.infoOf),
     list: shells.list,
     events: shells.events,

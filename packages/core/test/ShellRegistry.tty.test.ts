@@ -81,6 +81,38 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
       yield* registry.kill(id, { owner })
     }).pipe(Effect.provide(registryLayer())))
 
+  it.live("a terminal of the size asked for, resized by the shell's owner: the command sees each size", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      // one `stty size` per line typed
+      const { id } = yield* registry.start({ command: "while read -r line; do stty size; done", tty: { cols: 100, rows: 30 } }, { owner })
+      yield* ShellInput.send(id, { text: "\n" }, { owner })
+      yield* untilPrinted(id, /^\n30 100\n$/)
+      yield* registry.resize(id, { cols: 90, rows: 25 }, { owner })
+      yield* ShellInput.send(id, { text: "\n" }, { owner })
+      yield* untilPrinted(id, /^\n30 100\n\n25 90\n$/)
+      expect((yield* Effect.flip(registry.resize(id, { cols: 0, rows: 25 }, { owner }))).message).toBe(
+        "invalid terminal size 0x25 (columns x rows): each must be a whole number from 1 to 1000"
+      )
+      expect(yield* Effect.flip(registry.resize(id, { cols: 80, rows: 24 }, { owner: "someone else" }))).toMatchObject({ _tag: "NotOwner" })
+      yield* registry.kill(id, { owner })
+      // once its terminal has closed, there is nothing to resize
+      const gone = yield* eventually("the terminal's close", Effect.map(Effect.flip(registry.resize(id, { cols: 80, rows: 24 }, { owner })), (e) => e._tag === "NoTerminal" ? e : undefined).pipe(
+        Effect.orElseSucceed(() => undefined)
+      ))
+      expect(gone.message).toBe(`shell ${id} has no terminal to resize: it was started without tty, or it has ended`)
+    }).pipe(Effect.provide(registryLayer())))
+
+  it.live("refuses a size out of bounds at the start, and a resize of a shell on pipes", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const refused = yield* Effect.flip(registry.start({ command: "true", tty: { cols: 1001, rows: 40 } }, { owner }))
+      expect(refused).toMatchObject({ _tag: "InvalidTerminalSize", cols: 1001, rows: 40 })
+      const piped = yield* registry.start({ command: "sleep 30", stdin: "pipe" }, { owner })
+      expect(yield* Effect.flip(registry.resize(piped.id, { cols: 80, rows: 24 }, { owner }))).toMatchObject({ _tag: "NoTerminal", id: piped.id })
+      yield* registry.kill(piped.id, { owner })
+    }).pipe(Effect.provide(registryLayer())))
+
   it.live("a kill stops the terminal's shell and all it started: a setsid escaper, and a job that ignores SIGHUP and SIGTERM", () =>
     Effect.gen(function*() {
       const registry = yield* ShellRegistry

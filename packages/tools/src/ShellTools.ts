@@ -9,6 +9,7 @@ import type { Limits } from "@corral/core/Limits"
 import type { Containment } from "@corral/core/Containment"
 import type { ProcessTable } from "@corral/core/ProcessTable"
 import type { ShellRegistry } from "@corral/core/ShellRegistry"
+import { defaultTerminalSize, MAX_TERMINAL_SIZE } from "@corral/core/Shell"
 import * as Tool from "@effect/ai/Tool"
 import * as Toolkit from "@effect/ai/Toolkit"
 import * as Effect from "effect/Effect"
@@ -62,7 +63,15 @@ const bashParameters = Strict.make("bash", {
   description: Schema.optional(text("What the command does, in 5-10 words, for the person watching.")),
   tty: Schema.optional(Schema.Boolean.annotations({
     description: "Run the command on a terminal (a pseudo-terminal) instead of pipes, for programs that need one: REPLs (python3 -i, node), prompts (npm init, ssh), programs that print nothing or wait forever without a terminal. Usually with run_in_background, then answer it with write_stdin. The output is what the terminal shows: your input echoed, colour codes removed."
-  }))
+  })),
+  cols: Schema.optional(integer(
+    `With tty: true, the terminal's width in columns. Default ${defaultTerminalSize.cols}, at most ${MAX_TERMINAL_SIZE}.`,
+    { minimum: 1, maximum: MAX_TERMINAL_SIZE }
+  )),
+  rows: Schema.optional(integer(
+    `With tty: true, the terminal's height in rows. Default ${defaultTerminalSize.rows}, at most ${MAX_TERMINAL_SIZE}.`,
+    { minimum: 1, maximum: MAX_TERMINAL_SIZE }
+  ))
 })
 
 export type BashParams = Strict.Params<typeof bashParameters>

@@ -4,6 +4,7 @@
  * a foreground command that checks for a terminal, and the output as text.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { ShellRegistry } from "@corral/core/ShellRegistry"
 import * as Effect from "effect/Effect"
 import { call, inPidNamespace, okText, withTools } from "./helpers.js"
 
@@ -43,6 +44,34 @@ describe.skipIf(!inPidNamespace)("bash tty: true (needs the PID namespace of npm
       expect(text).toMatch(/^on a terminal\nred text\n\[exited with code 0 after /)
       const piped = okText(yield* call("bash", { command: "test -t 1 && echo on a terminal || echo on a pipe" }))
       expect(piped).toMatch(/^on a pipe\n/)
+    })))
+
+  it.live("a terminal of the size asked for (120x40 unless told), which a resize through the registry changes", () =>
+    withTools(Effect.gen(function*() {
+      expect(okText(yield* call("bash", { command: "stty size", tty: true, cols: 100, rows: 30 }))).toMatch(/^30 100\n\[exited with code 0 after /)
+      expect(okText(yield* call("bash", { command: "stty size", tty: true }))).toMatch(/^40 120\n\[exited with code 0 after /)
+      // one `stty size` per line typed
+      yield* call("bash", { command: "while read -r line; do stty size; done", run_in_background: true, tty: true, cols: 80, rows: 24 })
+      expect(okText(yield* call("write_stdin", { shell_id: "s1", text: "\n", wait_ms: 2000 }))).toMatch(/^\[typed 1 character into shell s1's terminal\]\n\n24 80\n/)
+      yield* (yield* ShellRegistry).resize("s1", { cols: 132, rows: 50 }, { owner: "test" })
+      expect(okText(yield* call("write_stdin", { shell_id: "s1", text: "\n", wait_ms: 2000 }))).toMatch(/\n\n50 132\n/)
+      okText(yield* call("kill_bash", { shell_id: "s1" }))
+    })))
+
+  it.live("cols and rows: with tty: true, whole numbers from 1 to 1000, each refused with what to fix", () =>
+    withTools(Effect.gen(function*() {
+      const refusals = [
+        [{ command: "stty size", cols: 100 }, "cols sizes the terminal of tty: true: add tty: true, or drop cols"],
+        [{ command: "stty size", tty: true, rows: 0 }, "rows must be a whole number from 1 to 1000; got 0"],
+        [{ command: "stty size", tty: true, cols: 80.5 }, "cols must be a whole number from 1 to 1000; got 80.5"],
+        [{ command: "stty size", tty: true, cols: 1001 }, "cols must be a whole number from 1 to 1000; got 1001"],
+        [{ command: "stty size", tty: true, cols: "wide" }, `invalid arguments for bash: cols must be an integer; got "wide"`],
+        [{ command: "stty size", tty: true, columns: 80 }, `unknown parameter "columns"`]
+      ] as const
+      for (const [params, message] of refusals) {
+        const result = yield* call("bash", params)
+        expect(result, JSON.stringify(params)).toMatchObject({ ok: false, reason: "InvalidInput", text: expect.stringContaining(message) })
+      }
     })))
 
   it.live("tty must be a boolean", () =>

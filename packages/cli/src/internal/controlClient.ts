@@ -29,7 +29,7 @@ import * as StateDir from "@corral/core/StateDir"
 import * as Http from "./controlHttp.js"
 
 import { ShellInfo, Supervisor } from "@corral/core/Shell"
-import type { Delivered, Input, StopReport } from "@corral/core/Shell"
+import type { Delivered, Input, StopReport, TerminalSize } from "@corral/core/Shell"
 /** What a supervisor did with input (see `ShellInput.Delivered`). */
 export type { Delivered } from "@corral/core/Shell"
 
@@ -138,6 +138,13 @@ export class NoInput extends Data.TaggedError("NoInput")<{ readonly id: string }
   }
 }
 
+/** The shell has no terminal to resize: it was started without one, or it has ended. */
+export class NoTerminal extends Data.TaggedError("NoTerminal")<{ readonly id: string }> {
+  override get message() {
+    return `shell ${this.id} has no terminal to resize: it was started without one (the bash tool's tty: true), or it has ended`
+  }
+}
+
 /** The control endpoint answered in a way corral does not understand. */
 export class ControlError extends Data.TaggedError("ControlError")<{ readonly socket: string; readonly reason: string }> {
   override get message() {
@@ -168,6 +175,8 @@ export class ControlClient extends Context.Tag("@corral/cli/ControlClient")<Cont
     id: string,
     input: Input
   ) => Effect.Effect<Delivered, FindError | OutputUnavailable | NoInput | ControlError>
+  /** A new size for a live shell's terminal, the operator's, whichever agent owns it. */
+  readonly resize: (id: string, size: TerminalSize) => Effect.Effect<void, FindError | OutputUnavailable | NoTerminal | ControlError>
   readonly stopAll: Effect.Effect<StoppedAll, ControlError>
 }>() {
   static readonly layer = (options: ClientOptions = {}) => Layer.effect(ControlClient, make(options))
@@ -449,18 +458,31 @@ const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
     } satisfies StoppedAll
   }).pipe(Effect.withSpan("ControlClient.stopAll"))
 
-  const write = Effect.fn("ControlClient.write")(function*(id: string, input: Input) {
-    const { entry, found, local } = yield* find(id)
-    if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
-    const answer = yield* Http.ask(found.view.socket, Http.stdin(local, input)).pipe(
-      Effect.catchAll((error): Effect.Effect<never, NoSuchShell | ControlError | NoInput> =>
-        error._tag === "Refused" && error.body.error === "NoStdin"
-          ? Effect.fail(new NoInput({ id }))
-          : refusedAsNotFound(id)(error)
+  /** Asks a live shell's supervisor, with its refusal `refused` as `asError`. */
+  const askLive = <A, E>(
+    id: string,
+    request: (local: string) => Http.Request<A>,
+    refused: "NoStdin" | "NoTerminal",
+    asError: () => E
+  ) =>
+    Effect.gen(function*() {
+      const { entry, found, local } = yield* find(id)
+      if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
+      return yield* Http.ask(found.view.socket, request(local)).pipe(
+        Effect.catchAll((error): Effect.Effect<never, NoSuchShell | ControlError | E> =>
+          error._tag === "Refused" && error.body.error === refused ? Effect.fail(asError()) : refusedAsNotFound(id)(error)
+        )
       )
-    )
+    })
+
+  const write = Effect.fn("ControlClient.write")(function*(id: string, input: Input) {
+    const answer = yield* askLive(id, (local) => Http.stdin(local, input), "NoStdin", () => new NoInput({ id }))
     return answer.delivered
   })
 
-  return ControlClient.of({ stateDir, searched, snapshot, show, follow, stop, write, stopAll })
+  const resize = Effect.fn("ControlClient.resize")(function*(id: string, size: TerminalSize) {
+    yield* askLive(id, (local) => Http.resize(local, size), "NoTerminal", () => new NoTerminal({ id }))
+  })
+
+  return ControlClient.of({ stateDir, searched, snapshot, show, follow, stop, write, resize, stopAll })
 })

@@ -6,7 +6,7 @@
  */
 import type { AgentOptions } from "node:http"
 import * as Api from "@corral/core/ControlApi"
-import type { Input } from "@corral/core/Shell"
+import type { Input, TerminalSize } from "@corral/core/Shell"
 import type { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
@@ -21,7 +21,7 @@ import * as Stream from "effect/Stream"
 
 export class NoAnswer extends Data.TaggedError("NoAnswer")<{ readonly socket: string; readonly reason: string }> {}
 
-const Refusal = Schema.Union(Api.InvalidShellId, Api.UnknownShell, Api.NoStdin)
+const Refusal = Schema.Union(Api.InvalidShellId, Api.UnknownShell, Api.NoStdin, Api.NoTerminal)
 const isRefusal = Schema.is(Refusal)
 
 export class Refused extends Data.TaggedError("Refused")<{
@@ -69,7 +69,7 @@ const httpClientFor = (socket: string) =>
  * deriving only those keeps the decoders of the others from being built
  * (half of `corral ls`'s client time).
  */
-const route = <const Name extends "list" | "show" | "follow" | "stop" | "stdin" | "stopAll">(name: Name, httpClient: HttpClient.HttpClient) =>
+const route = <const Name extends "list" | "show" | "follow" | "stop" | "stdin" | "resize" | "stopAll">(name: Name, httpClient: HttpClient.HttpClient) =>
   HttpApiClient.endpoint(Api.ControlApi, { group: "shells", endpoint: name, httpClient, baseUrl: "http://corral" })
 
 /** A request to a supervisor, given an HTTP client bound to its socket. */
@@ -85,6 +85,9 @@ export const stop = (id: string): Request<typeof Api.Stopped.Type> => (httpClien
 
 export const stdin = (id: string, input: Input): Request<typeof Api.StdinResponse.Type> => (httpClient) =>
   Effect.flatMap(route("stdin", httpClient), (call) => call({ path: { id }, payload: input }))
+
+export const resize = (id: string, size: TerminalSize): Request<typeof Api.ResizeResponse.Type> => (httpClient) =>
+  Effect.flatMap(route("resize", httpClient), (call) => call({ path: { id }, payload: size }))
 
 export const stopAll: Request<typeof Api.StopAllResponse.Type> = (httpClient) =>
   Effect.flatMap(route("stopAll", httpClient), (call) => call())

@@ -73,8 +73,6 @@ export const load: Effect.Effect<PtyModule, Missing> = Effect.tryPromise({
   catch: (error) => (error instanceof Missing ? error : new Missing([String(error)]))
 })
 
-/** A terminal of this size unless the caller says otherwise: wide enough that few lines wrap. */
-export const defaultSize = { cols: 120, rows: 40 } as const
 
 /**
  * Ends reading the pty's master, where node-pty has no public way to do so

@@ -1,12 +1,13 @@
 /**
- * What a shell's owner sends it: text to its stdin or the end of it, and
- * signals to its group; with the ownership check that these requests and a
- * kill pass first.
+ * What a shell's owner sends it: text to its stdin or the end of it, signals
+ * to its group, a new size for its terminal; with the ownership check that
+ * these requests and a kill pass first.
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import type { Shells } from "./registryShells.js"
+import type { TerminalSize } from "../Shell.js"
 import { isActive } from "../Shell.js"
 
 export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string; readonly owner: string; readonly caller: string }> {
@@ -18,6 +19,12 @@ export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string
 export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string }> {
   override get message() {
     return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), or its stdin was closed`
+  }
+}
+
+export class NoTerminal extends Data.TaggedError("NoTerminal")<{ readonly id: string }> {
+  override get message() {
+    return `shell ${this.id} has no terminal to resize: it was started without tty, or it has ended`
   }
 }
 
@@ -46,5 +53,10 @@ export const make = (shells: Shells) => {
     })
   })
 
-  return { owned, write, signal }
+  const resize = Effect.fn("ShellRegistry.resize")(function*(id: string, size: TerminalSize, options: { readonly owner: string }) {
+    const shell = yield* owned(id, options.owner)
+    if (!(yield* shell.group.resize(size))) return yield* new NoTerminal({ id })
+  })
+
+  return { owned, write, signal, resize }
 }

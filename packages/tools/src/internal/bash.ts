@@ -3,6 +3,8 @@ import * as path from "node:path"
 import type { CommandShell } from "@corral/core/CommandShell"
 import { Limits } from "@corral/core/Limits"
 import * as DurationInput from "@corral/core/DurationInput"
+import type { TerminalSize } from "@corral/core/Shell"
+import { defaultTerminalSize, MAX_TERMINAL_SIZE } from "@corral/core/Shell"
 import type { ShellEvent, ShellInfo } from "@corral/core/ShellRegistry"
 import { ShellRegistry, withShell } from "@corral/core/ShellRegistry"
 import * as Clock from "effect/Clock"
@@ -57,6 +59,13 @@ const validate = (params: Params, settings: Settings) =>
     if (yieldMs !== undefined && background) {
       return yield* invalidInput("yield_ms applies to a foreground command, and run_in_background returns at once: pass one of them")
     }
+    for (const [name, value] of [["cols", params.cols], ["rows", params.rows]] as const) {
+      if (value === undefined) continue
+      if (params.tty !== true) return yield* invalidInput(`${name} sizes the terminal of tty: true: add tty: true, or drop ${name}`)
+      if (!Number.isInteger(value) || value < 1 || value > MAX_TERMINAL_SIZE) {
+        return yield* invalidInput(`${name} must be a whole number from 1 to ${MAX_TERMINAL_SIZE}; got ${value}`)
+      }
+    }
     return {
       command: params.command,
       description: params.description,
@@ -65,7 +74,7 @@ const validate = (params: Params, settings: Settings) =>
       timeout,
       yieldMs,
       timeoutIgnored: (background || yieldMs !== undefined) && params.timeout !== undefined,
-      terminal: terminalOf(params.tty)
+      terminal: terminalOf(params)
     }
   })
 
@@ -73,8 +82,14 @@ const validate = (params: Params, settings: Settings) =>
  * A pseudo-terminal, when asked for: with TERM=dumb, so that REPLs and
  * prompts print text rather than draw a screen a model cannot see.
  */
-const terminalOf = (tty: boolean | undefined): { readonly tty: boolean; readonly env?: { readonly TERM: string } } =>
-  tty === true ? { tty: true, env: { TERM: "dumb" } } : { tty: false }
+const terminalOf = ({ cols, rows, tty }: Params): {
+  /** What the shell's spec says of its terminal. */
+  readonly spec: { readonly tty?: TerminalSize; readonly env?: { readonly TERM: string } }
+  readonly tty: boolean
+} =>
+  tty === true
+    ? { spec: { tty: { cols: cols ?? defaultTerminalSize.cols, rows: rows ?? defaultTerminalSize.rows }, env: { TERM: "dumb" } }, tty: true }
+    : { spec: {}, tty: false }
 
 const permit = (command: string) =>
   Effect.gen(function*() {
@@ -130,7 +145,7 @@ const foreground = ({ command, cwd, terminal, timeout: timeoutMs }: Input, setti
     const registry = yield* ShellRegistry
     const { grace } = yield* Limits
     const tag = `${registry.supervisor.pid}:fg${settings.nextForeground()}`
-    const done = yield* Foreground.run(withShell({ command, cwd, ...terminal }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
+    const done = yield* Foreground.run(withShell({ command, cwd, ...terminal.spec }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
       Effect.mapError(toToolError)
     )
     const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(Format.screenText(done.output.text, terminal.tty))
@@ -158,7 +173,7 @@ const background = ({ command, cwd, description, terminal, timeoutIgnored }: Inp
     const limits = yield* Limits
     // the description names the shell where people look: `corral ls`, a host's panel
     // stdin stays open, for write_stdin
-    const started = yield* registry.start({ command, cwd, stdin: "pipe", ...terminal }, { owner: settings.owner, name: description }).pipe(
+    const started = yield* registry.start({ command, cwd, stdin: "pipe", ...terminal.spec }, { owner: settings.owner, name: description }).pipe(
       Effect.mapError(toToolError)
     )
     yield* Effect.sleep(Duration.millis(FIRST_OUTPUT_MS))
@@ -200,7 +215,7 @@ const yielding = ({ command, cwd, description, terminal, timeoutIgnored }: Input
     const registry = yield* ShellRegistry
     const limits = yield* Limits
     const events = yield* registry.subscribe
-    const started = yield* registry.start({ command, cwd, stdin: "pipe", ...terminal }, { owner: settings.owner, name: description }).pipe(
+    const started = yield* registry.start({ command, cwd, stdin: "pipe", ...terminal.spec }, { owner: settings.owner, name: description }).pipe(
       Effect.mapError(toToolError)
     )
     const id = started.id

@@ -34,6 +34,7 @@ export const toToolError = (error: RegistryError): ToolError => {
     case "EmptyCommand":
     case "InvalidCommand":
     case "InvalidCwd":
+    case "InvalidTerminalSize":
     case "InvalidOption":
       return new ToolError({ reason: "InvalidInput", message: error.message })
     case "SpawnError":
