@@ -241,12 +241,12 @@ describe.skipIf(!inPidNamespace)("corral mcp serving (stopping shells and exitin
         ["bash_output", { shellId: "s1" }, `invalid arguments for bash_output: unknown parameter "shellId" (did you mean shell_id?). bash_output takes shell_id (required), bash_id, tail_lines, filter, wait_for, wait_timeout.`],
         ["kill_bash", {}, "invalid arguments for kill_bash: shell_id is missing: the id bash returned for the background shell, such as s1. kill_bash takes shell_id (required)."],
         ["list_shells", { all: true }, `invalid arguments for list_shells: unknown parameter "all". list_shells takes no parameters: call it with {}.`],
-        ["bash", { command: "ls", cwd: "/tmp", timout: 5 }, `invalid arguments for bash: unknown parameter "cwd"; unknown parameter "timout" (did you mean timeout?). bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty.`],
+        ["bash", { command: "ls", cwd: "/tmp", timout: 5 }, `invalid arguments for bash: unknown parameter "cwd"; unknown parameter "timout" (did you mean timeout?). bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows.`],
         ["bash", { command: "ls", timeout: 900_000 }, "timeout 900000 ms is over the maximum of 600000 ms (10 minutes): for a longer command, set run_in_background: true and wait for it with bash_output wait_for"],
         ["bash", { command: "" }, "command is empty: pass the command line to run, for example `npm test`"],
         ["bash", { command: "ls", workdir: "/no/such/dir" }, "working directory /no/such/dir does not exist: create it or pass an existing directory"],
         ["bash", { command: "echo \u0000" }, "command contains a NUL byte (\\0), which no process can receive: remove it"],
-        ["bash", {}, "invalid arguments for bash: command is missing: the command line to run with bash -c. Quote paths that contain spaces. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty."]
+        ["bash", {}, "invalid arguments for bash: command is missing: the command line to run with bash -c. Quote paths that contain spaces. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows."]
       ]
       for (const [tool, args, message] of cases) {
         const result = yield* server.call(tool, args)

@@ -43,13 +43,13 @@ describe.skipIf(!inPidNamespace)("bad input through the toolkit (needs the PID n
   const cases: ReadonlyArray<readonly [keyof ShellTools.Tools, Record<string, unknown>, string]> = [
     ["kill_bash", {}, "invalid arguments for kill_bash: shell_id is missing: the id bash returned for the background shell, such as s1. kill_bash takes shell_id (required)."],
     ["kill_bash", { shell_id: 7 }, "invalid arguments for kill_bash: shell_id must be a string; got 7. kill_bash takes shell_id (required)."],
-    ["bash", { command: "ls", Timeout: 5 }, `invalid arguments for bash: unknown parameter "Timeout" (did you mean timeout?). bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty.`],
-    ["bash", { command: "ls", run_in_background: "yes" }, `invalid arguments for bash: run_in_background must be a boolean; got "yes". bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty.`],
-    ["bash", { cmd: "ls" }, `invalid arguments for bash: unknown parameter "cmd"; command is missing: the command line to run with bash -c. Quote paths that contain spaces. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty.`],
+    ["bash", { command: "ls", Timeout: 5 }, `invalid arguments for bash: unknown parameter "Timeout" (did you mean timeout?). bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows.`],
+    ["bash", { command: "ls", run_in_background: "yes" }, `invalid arguments for bash: run_in_background must be a boolean; got "yes". bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows.`],
+    ["bash", { cmd: "ls" }, `invalid arguments for bash: unknown parameter "cmd"; command is missing: the command line to run with bash -c. Quote paths that contain spaces. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows.`],
     ["bash_output", { "shell-id": "s1" }, `invalid arguments for bash_output: unknown parameter "shell-id" (did you mean shell_id?). bash_output takes shell_id (required), bash_id, tail_lines, filter, wait_for, wait_timeout.`],
     ["bash_output", { shell_id: "s1", tail_lines: 10_001 }, "tail_lines 10001 is over the maximum of 10000: a result carries 30000 characters at most, so ask for fewer lines, or narrow them with filter"],
     ["list_shells", { verbose: true }, `invalid arguments for list_shells: unknown parameter "verbose". list_shells takes no parameters: call it with {}.`],
-    ["bash", { a: 1, b: 2, c: 3, d: 4, command: "ls" }, `invalid arguments for bash: unknown parameter "a"; unknown parameter "b"; unknown parameter "c"; and 1 more. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty.`]
+    ["bash", { a: 1, b: 2, c: 3, d: 4, command: "ls" }, `invalid arguments for bash: unknown parameter "a"; unknown parameter "b"; unknown parameter "c"; and 1 more. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows.`]
   ]
   for (const [tool, params, message] of cases) {
     it.live(`${tool} ${JSON.stringify(params)}`, () =>
