@@ -6,7 +6,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
-import type { Shells } from "./registryShells.js"
+import type { Shell, Shells } from "./registryShells.js"
 import type { TerminalSize } from "../Shell.js"
 import { isActive } from "../Shell.js"
 
@@ -18,7 +18,7 @@ export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string
 
 export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string }> {
   override get message() {
-    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), or its stdin was closed`
+    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), its stdin was closed, or it has ended`
   }
 }
 
@@ -27,6 +27,14 @@ export class NoTerminal extends Data.TaggedError("NoTerminal")<{ readonly id: st
     return `shell ${this.id} has no terminal to resize: it was started without tty, or it has ended`
   }
 }
+
+/**
+ * Whether the shell still holds processes. One that has settled takes no
+ * input, though its pipe or terminal may stay open a moment longer: under
+ * pidns its status comes from the init's report, before `unshare` exits and
+ * the terminal closes.
+ */
+const holds = (shell: Shell) => Effect.map(Ref.get(shell.status), isActive)
 
 export const make = (shells: Shells) => {
   const owned = (id: string, caller: string) =>
@@ -39,12 +47,12 @@ export const make = (shells: Shells) => {
     options: { readonly owner: string }
   ) {
     const shell = yield* owned(id, options.owner)
-    if (!(yield* shell.group.writeStdin(input))) return yield* new NoStdin({ id })
+    if (!(yield* holds(shell)) || !(yield* shell.group.writeStdin(input))) return yield* new NoStdin({ id })
   })
 
   const signal = Effect.fn("ShellRegistry.signal")(function*(id: string, name: NodeJS.Signals, options: { readonly owner: string }) {
     const shell = yield* owned(id, options.owner)
-    if (!isActive(yield* Ref.get(shell.status))) return
+    if (!(yield* holds(shell))) return
     // the group may have emptied since: nothing left to signal is no failure
     yield* Effect.sync(() => {
       try {
@@ -55,7 +63,7 @@ export const make = (shells: Shells) => {
 
   const resize = Effect.fn("ShellRegistry.resize")(function*(id: string, size: TerminalSize, options: { readonly owner: string }) {
     const shell = yield* owned(id, options.owner)
-    if (!(yield* shell.group.resize(size))) return yield* new NoTerminal({ id })
+    if (!(yield* holds(shell)) || !(yield* shell.group.resize(size))) return yield* new NoTerminal({ id })
   })
 
   return { owned, write, signal, resize }

@@ -55,7 +55,7 @@ export const toToolError = (error: RegistryError): ToolError => {
     case "NoStdin":
       return new ToolError({
         reason: "InvalidInput",
-        message: `shell ${error.id} takes no more input: its stdin was closed (eof), or it was not started by bash in the background. Start the command again with run_in_background: true to write to it.`
+        message: `shell ${error.id} takes no more input: its stdin was closed (eof), it has ended, or it was not started by bash in the background. Start the command again with run_in_background: true to write to it.`
       })
     case "NotOwner":
       return new ToolError({ reason: "NotOwner", message: `${error.message}; you can only stop the shells you started.` })
