@@ -467,7 +467,9 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // acquired first, released last: the cell outlives the stop
   const cell = yield* containment.cell(shellId)
   const bornAfter = (yield* table.now) - 1
-  const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined } as const
+  // a cgroup lists its members; a scan for them need not read processes older than the shell
+  const pidMark = cell.cgroup === undefined ? yield* table.mark : undefined
+  const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined, pidMark } as const
   // announced before it exists (by tag and cell), withdrawn after its stop: never unwatched
   const watcher = yield* Effect.serviceOption(Watcher.Watcher)
   if (Option.isSome(watcher)) {

@@ -10,6 +10,7 @@ import * as Ref from "effect/Ref"
 import { isGone } from "./internal/procStat.js"
 import * as ProcForeign from "./internal/procForeign.js"
 import * as ProcLinux from "./internal/procLinux.js"
+import type { PidMark } from "./internal/procLinux.js"
 import * as ProcPs from "./internal/procPs.js"
 
 export interface ProcessInfo {
@@ -30,7 +31,9 @@ export type Signal = NodeJS.Signals | number
 
 const ownProc = (signal: ProcessTable["Type"]["signal"]) =>
   ProcessTable.of({
-    scan: Effect.sync(ProcLinux.scan),
+    scan: Effect.sync(() => ProcLinux.scan()),
+    scanSince: (since) => Effect.sync(() => ProcLinux.scan(since)),
+    mark: Effect.sync(() => ProcLinux.mark()),
     lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
     shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
     uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
@@ -50,6 +53,9 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, signal: ProcessT
     })
   return ProcessTable.of({
     scan: Effect.sync(proc.scan),
+    // another namespace's /proc: its pids are not the allocator's we can read
+    scanSince: () => Effect.sync(proc.scan),
+    mark: Effect.succeed(undefined),
     lookup: (pid) => Effect.sync(() => Option.fromNullable(proc.read(pid))),
     shellIdsOf: (pid) => Effect.map(at(pid, ProcLinux.shellIdsOf), (ids) => ids ?? []),
     uidOf: (pid) => Effect.map(at(pid, ProcLinux.uidOf), Option.fromNullable),
@@ -79,6 +85,10 @@ export class OwnProcess extends Context.Tag("@corral/core/OwnProcess")<OwnProces
 export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<ProcessTable, {
   /** Every process the table can see, zombies included. */
   readonly scan: Effect.Effect<ReadonlyArray<ProcessInfo>>
+  /** At least every process born since the mark (all of them where the table cannot tell): what a shell's members can be among. */
+  readonly scanSince: (since: PidMark) => Effect.Effect<ReadonlyArray<ProcessInfo>>
+  /** Where the pid allocator stands now, for `scanSince`; undefined where it cannot be read. */
+  readonly mark: Effect.Effect<PidMark | undefined>
   /** One process, without scanning the rest. */
   readonly lookup: (pid: number) => Effect.Effect<Option.Option<ProcessInfo>>
   /**
@@ -125,6 +135,8 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
     Effect.map(OwnProcess, (own) =>
       ProcessTable.of({
         scan: Effect.sync(ProcPs.scan),
+        scanSince: () => Effect.sync(ProcPs.scan),
+        mark: Effect.succeed(undefined),
         lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
         shellIdsOf: () => Effect.succeed([]),
         uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.uidOf(pid))),
@@ -149,6 +161,8 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
   static readonly layerTest = (script: TestScript): Layer.Layer<ProcessTable> =>
     Layer.succeed(ProcessTable, ProcessTable.of({
       scan: Ref.get(script.processes),
+      scanSince: () => Ref.get(script.processes),
+      mark: Effect.succeed(undefined),
       lookup: (pid) => Effect.map(Ref.get(script.processes), (ps) => Option.fromNullable(ps.find((p) => p.pid === pid))),
       shellIdsOf: (pid) => Effect.succeed(script.shellIds?.get(pid)?.split(",") ?? []),
       // a scripted process runs as the test's own user unless the script says otherwise

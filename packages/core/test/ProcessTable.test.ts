@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import type { ProcessInfo } from "@corral/core"
 import { groupMembers, makeTestScript, OwnProcess, ProcessTable, sessionMembers } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
@@ -106,6 +107,40 @@ describe("ProcessTable on a real group", () => {
         expect(tags).toEqual(expected === undefined ? [] : expected.split(","))
       }
       expect(yield* table.shellIdsOf(process.pid)).toEqual([])
+    }))
+})
+
+describe("ProcessTable.scanSince", () => {
+  /** `count` sleeps, killed (and reaped by Node) when the scope closes. */
+  const sleeps = (count: number) =>
+    Effect.acquireRelease(
+      Effect.sync(() => Array.from({ length: count }, () => spawn("sleep", ["30"], { stdio: "ignore" }))),
+      (children) => Effect.sync(() => children.forEach((c) => c.kill("SIGKILL")))
+    )
+
+  it.scoped("skips the processes older than the mark, and reads every one born since", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf(ProcessTable.layerLinux)
+      const before = yield* sleeps(5)
+      const mark = yield* table.mark
+      expect(mark, "this machine's /proc gives a mark").toBeDefined()
+      const after = yield* sleeps(3)
+      yield* waitFor("the sleeps", () => kernelProcesses().filter((p) => p.comm === "sleep" && [...before, ...after].some((c) => c.pid === p.pid)).length === 8 || undefined)
+      const since = new Set((yield* table.scanSince(mark!)).map((p) => p.pid))
+      const all = new Set((yield* table.scan).map((p) => p.pid))
+      expect({ before: before.filter((c) => since.has(c.pid!)).length, after: after.filter((c) => since.has(c.pid!)).length }).toEqual({ before: 0, after: 3 })
+      expect([...before, ...after].every((c) => all.has(c.pid!))).toBe(true)
+    }))
+
+  it.scoped("reads every process when more tasks were forked since the mark than the pid cycle holds: pids may have come round", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf(ProcessTable.layerLinux)
+      const before = yield* sleeps(3)
+      const mark = yield* table.mark
+      const pidMax = Number(fs.readFileSync("/proc/sys/kernel/pid_max", "latin1"))
+      // as if the mark were taken a whole pid cycle of forks ago
+      const since = new Set((yield* table.scanSince({ ...mark!, forks: mark!.forks - pidMax })).map((p) => p.pid))
+      expect(before.every((c) => since.has(c.pid!))).toBe(true)
     }))
 })
 

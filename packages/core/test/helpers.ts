@@ -156,6 +156,7 @@ export const instrumentedTable = (script: TestScript) =>
     const layer = Layer.succeed(ProcessTable, ProcessTable.of({
       ...inner,
       scan: Effect.zipRight(Ref.update(scans, (n) => n + 1), inner.scan),
+      scanSince: (since) => Effect.zipRight(Ref.update(scans, (n) => n + 1), inner.scanSince(since)),
       signal: (target, signal) =>
         Clock.currentTimeMillis.pipe(
           Effect.flatMap((at) => Ref.update(requested, (all) => [...all, { target, signal, at }])),

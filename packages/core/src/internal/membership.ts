@@ -89,7 +89,10 @@ type Found = ReadonlyMap<Group, ReadonlyArray<ProcessInfo>>
 
 export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>): Membership => {
   const groups = targets.map((target): Group => ({ target, live: [], sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }, escaped: new Set() }))
-  const tree = makeTreeIndex(table, groups.filter((g) => g.target.cgroup === undefined))
+  const scanned = groups.filter((g) => g.target.cgroup === undefined)
+  const tree = makeTreeIndex(table, scanned)
+  const since = earliestMark(scanned)
+  const scanTable = since === undefined ? table.scan : table.scanSince(since)
 
   const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
 
@@ -112,7 +115,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     })
 
   const find: Effect.Effect<Found> = Effect.gen(function*() {
-    const byScan = tree.scanned ? yield* tree.members(yield* table.scan) : new Map<Group, Array<ProcessInfo>>()
+    const byScan = tree.scanned ? yield* tree.members(yield* scanTable) : new Map<Group, Array<ProcessInfo>>()
     const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
     for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g.target.cgroup))
     return found
@@ -140,6 +143,13 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     signalEach: signals.each,
     kill: makeKill(groups, find, signals.toFound)
   }
+}
+
+/** The mark of the shell spawned first, if every one has one: no member of any of them is older. */
+const earliestMark = (groups: ReadonlyArray<Group>) => {
+  const marks = groups.map((g) => g.target.pidMark)
+  if (marks.length === 0 || marks.some((m) => m === undefined)) return undefined
+  return marks.reduce((a, b) => (b!.forks < a!.forks ? b : a))
 }
 
 /** Signals to members, each counted on its group when the kernel accepted it. */

@@ -7,6 +7,9 @@
  */
 import * as Schema from "effect/Schema"
 
+/** Where the pid allocator stood: the pid last handed out in the namespace, and the host's forks since boot. */
+export const PidMark = Schema.Struct({ lastPid: Schema.Number, forks: Schema.Number })
+
 /** What identifies a shell corral started, and guards against PID reuse. Serializable: the watcher and journal carry it. */
 export const StopTarget = Schema.Struct({
   pgid: Schema.Number,
@@ -18,7 +21,9 @@ export const StopTarget = Schema.Struct({
   /** The shell's own cgroup (absolute path) when it is held in one: then membership is exact. */
   cgroup: Schema.optional(Schema.String),
   /** Set when the leader (`unshare`) holds the shell in a PID namespace of its own. */
-  pidns: Schema.optional(Schema.Literal(true))
+  pidns: Schema.optional(Schema.Literal(true)),
+  /** Where the pid allocator stood just before the spawn: a scan for members skips the pids not handed out since. */
+  pidMark: Schema.optional(PidMark)
 })
 
 /** Targets are known by key: an add of the same key replaces what the watcher knew. */
