@@ -103,12 +103,14 @@ export const environ = (pid) => readText(`/proc/${pid}/environ`) ?? ""
  * an environment variable), so a process that left the session and the
  * group and stripped its environment (setsid env -i) is still found.
  */
-export const liveMarked = (tokens) => {
+export const liveMarked = (tokens, newerThan = 0) => {
   const list = [...tokens]
   if (list.length === 0) return []
   // each process's argv and environment read right after its stat, not after the whole table
   const found = []
   for (const pid of pids()) {
+    // newest first: older pids are past iterations' zombies of the non-reaping runner (this namespace's pids never wrap)
+    if (pid <= newerThan) break
     if (pid === process.pid) continue
     const p = processInfo(pid)
     if (p === undefined || !isAlive(p)) continue

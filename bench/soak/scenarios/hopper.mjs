@@ -20,10 +20,11 @@ export default {
     withRegistry(ctx, Effect.scoped(Effect.gen(function*() {
       const token = yield* markedToken(ctx)
       const shell = yield* start(hopper(token))
-      // hopping: two generations seen, then a while longer so it is well under way
+      // hopping: two generations seen, then a while longer so it is well under way; only pids newer than the shell
+      // are read: the hops of earlier iterations are zombies of the runner, thousands of them by the 20th
       const seen = new Set()
       yield* waitFor(`the hopper (token ${token}) to hop`, () => {
-        for (const p of Kernel.liveMarked([token])) if (p.comm === "sh" && p.pid !== shell.pid) seen.add(p.pid)
+        for (const p of Kernel.liveMarked([token], shell.pid)) if (p.comm === "sh") seen.add(p.pid)
         return seen.size >= 3 ? true : undefined
       })
       yield* Effect.sleep(Duration.millis(50))
@@ -31,8 +32,8 @@ export default {
       const recent = new Set()
       let before = []
       for (let i = 0; i < 10; i++) {
-        before = Kernel.liveMarked([token])
-        for (const p of before) if (p.comm === "sh" && p.pid !== shell.pid) recent.add(p.pid)
+        before = Kernel.liveMarked([token], shell.pid)
+        for (const p of before) if (p.comm === "sh") recent.add(p.pid)
         yield* Effect.sleep(Duration.millis(5))
       }
       if (recent.size === 0) {
