@@ -6,7 +6,6 @@
  * registry's watcher process stops them.
  */
 import * as fs from "node:fs"
-import * as v8 from "node:v8"
 import type { ContainmentUnavailable } from "@corral/core/Containment"
 import { Containment } from "@corral/core/Containment"
 import { Limits } from "@corral/core/Limits"
@@ -90,27 +89,33 @@ const limitsLayer = (args: McpArgs) =>
     })
   )))
 
+/** A client that never sends `initialize` still gets its control socket this long after the start. */
+const CONTROL_WITHOUT_INITIALIZE = "1 second"
+
 /**
  * The control socket that `corral ls|show|logs|stop|top` talk to. Without it
  * the server still works, so a socket that cannot be made is a warning. Its
- * HTTP server is loaded and started in the background: the MCP client's
- * `initialize` does not wait for it.
+ * HTTP server is loaded and started in the background once `initialize` is
+ * answered: the MCP client's first answer does not wait for it, nor share
+ * the CPU with it.
  */
-const controlEndpoint = Layer.scopedDiscard(Effect.forkScoped(
-  Effect.promise(() => import("@corral/core/ControlServer")).pipe(
-    Effect.flatMap(({ ControlServer }) => Layer.build(ControlServer.layer)),
-    Effect.catchAll((error) => Effect.logWarning(`${error.message}; corral ls and corral stop will not see this server`))
-  )
-))
+const controlEndpoint = (initialized: Deferred.Deferred<void>) =>
+  Layer.scopedDiscard(Effect.forkScoped(
+    Effect.race(Deferred.await(initialized), Effect.sleep(CONTROL_WITHOUT_INITIALIZE)).pipe(
+      Effect.zipRight(Effect.promise(() => import("@corral/core/ControlServer"))),
+      Effect.flatMap(({ ControlServer }) => Layer.build(ControlServer.layer)),
+      Effect.catchAll((error) => Effect.logWarning(`${error.message}; corral ls and corral stop will not see this server`))
+    )
+  ))
 
 /**
  * A state directory that cannot be used (read-only, someone else's) costs
  * the journal and the control socket only: the server still starts, and its
  * watcher still stops every shell if it dies.
  */
-const registryLayer = (args: McpArgs) => {
+const registryLayer = (args: McpArgs, initialized: Deferred.Deferred<void>) => {
   const options = { name: args.name ?? "corral mcp", shell: args.shell }
-  return controlEndpoint.pipe(
+  return controlEndpoint(initialized).pipe(
     Layer.provideMerge(ShellRegistry.layer(options)),
     Layer.catchAll((error) =>
       ShellRegistry.layer({ ...options, journal: false }).pipe(
@@ -131,11 +136,17 @@ const nameAfterClient = (args: McpArgs, clientName: Deferred.Deferred<string>) =
     )
   )
 
-const serverLayer = (args: McpArgs, stdin: Stream.Stream<Uint8Array>, wire: McpWire.Wire, clientName: Deferred.Deferred<string>) =>
+const serverLayer = (
+  args: McpArgs,
+  stdin: Stream.Stream<Uint8Array>,
+  wire: McpWire.Wire,
+  clientName: Deferred.Deferred<string>,
+  initialized: Deferred.Deferred<void>
+) =>
   Layer.mergeAll(McpTools.layer, McpTools.noticesLayer({ owner: OWNER }), nameAfterClient(args, clientName)).pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
     Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
-    Layer.provide(Layer.merge(registryLayer(args), PermissionGate.layer)),
+    Layer.provide(Layer.merge(registryLayer(args, initialized), PermissionGate.layer)),
     Layer.provide(limitsLayer(args))
   )
 
@@ -149,9 +160,11 @@ const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
   const stdinClosed = yield* Deferred.make<void>()
   // what the server cannot take never reaches it: a bad line is answered here, and the next one served
   const clientName = yield* Deferred.make<string>()
+  const initialized = yield* Deferred.make<void>()
   const wire = McpWire.make({
     tools: Object.keys(ShellTools.toolkit.tools),
-    onClientName: (name) => Deferred.unsafeDone(clientName, Effect.succeed(name))
+    onClientName: (name) => Deferred.unsafeDone(clientName, Effect.succeed(name)),
+    onInitialized: () => Deferred.unsafeDone(initialized, Effect.void)
   })
   const stdin = NodeStream.stdin.pipe(
     Stream.onEnd(Deferred.succeed(stdinClosed, undefined)),
@@ -159,7 +172,7 @@ const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
     wire.input(Stdio.write)
   )
   // in a fiber of its own: the stdio protocol interrupts the fiber that built it when it stops reading
-  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire, clientName)))
+  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire, clientName, initialized)))
   const stopped = Effect.raceFirst(Effect.as(Deferred.await(stdinClosed), 0), Effect.map(signalled, ExitCode.ofSignal))
   // a server that cannot start (bad configuration) fails at once
   return yield* Effect.raceFirst(Fiber.join(server), stopped)
@@ -186,10 +199,6 @@ const program = (argv: ReadonlyArray<string>) =>
  * be open after a signal, and nothing else is left to wait for.
  */
 export const main = (argv: ReadonlyArray<string>): void => {
-  // a model's filter or wait_for that backtracks too much goes on in V8's
-  // linear-time engine instead of running into the pattern workers' time
-  // limit; nothing else changes (it acts only past 50,000 backtracks)
-  v8.setFlagsFromString("--enable-experimental-regexp-engine-on-excessive-backtracks")
   void Effect.runPromiseExit(program(argv)).then((exit) => {
     if (Exit.isFailure(exit)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
     process.exit(Exit.isSuccess(exit) ? exit.value : ExitCode.Failed)

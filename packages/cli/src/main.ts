@@ -9,6 +9,7 @@
  * `process.exitCode`.
  */
 import * as fs from "node:fs"
+import * as v8 from "node:v8"
 import { Failed } from "./internal/exitCode.js"
 import { printError, writeOut } from "./internal/print.js"
 
@@ -18,6 +19,12 @@ interface CommandModule {
 
 interface Command {
   readonly load: () => Promise<CommandModule>
+  /**
+   * V8 flags the command runs with, set before its code is loaded: V8 keys
+   * compiled code by its flags, so a flag set later would leave the bundle's
+   * code cache (internal/codeCache.ts) unusable at every start.
+   */
+  readonly v8Flags?: ReadonlyArray<string>
   readonly synopsis: string
   readonly summary: string
 }
@@ -28,7 +35,15 @@ const commands: Readonly<Record<string, Command>> = {
     synopsis: "run [OPTION]... [DURATION] CMD [ARG]...",
     summary: "timeout(1) for CMD's whole process group: stop all of it when CMD ends or times out"
   },
-  mcp: { load: () => import("./Mcp.js"), synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]", summary: "serve background shells to an AI agent over MCP (stdio)" },
+  mcp: {
+    load: () => import("./Mcp.js"),
+    // a model's filter or wait_for that backtracks too much goes on in V8's
+    // linear-time engine instead of running into the pattern workers' time
+    // limit; nothing else changes (it acts only past 50,000 backtracks)
+    v8Flags: ["--enable-experimental-regexp-engine-on-excessive-backtracks"],
+    synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]",
+    summary: "serve background shells to an AI agent over MCP (stdio)"
+  },
   ls: { load: () => import("./Ls.js"), synopsis: "ls [--json]", summary: "list the background shells of every corral supervisor on this machine" },
   show: { load: () => import("./Show.js"), synopsis: "show ID", summary: "show one background shell" },
   logs: { load: () => import("./Logs.js"), synopsis: "logs ID [-f]", summary: "print a background shell's output" },
@@ -61,6 +76,7 @@ const dispatch = async (name: string, args: ReadonlyArray<string>) => {
     const what = name.startsWith("-") ? "option" : "command"
     return fail(`unknown ${what} ${JSON.stringify(name)}: run \`corral --help\` for the commands`)
   }
+  for (const flag of command.v8Flags ?? []) v8.setFlagsFromString(flag)
   ;(await command.load()).main(args)
 }
 

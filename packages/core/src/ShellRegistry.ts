@@ -186,17 +186,20 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     : typeof options.shell === "string"
     ? { path: options.shell }
     : options.shell
-  // the first filter or waitFor should not wait for a thread to start
-  yield* ShellOutput.warm
   // the layer's release, or a consumer's before it: whoever comes second waits for the first
   const shutdown = yield* Effect.cached(Effect.uninterruptible(admission.close(life.shutdown)))
   yield* Effect.addFinalizer(() => shutdown)
 
   const start = Effect.fn("ShellRegistry.start")(function*(spec: SpawnSpec, startOptions: StartOptions) {
-    return yield* admission.admitted((id) => {
+    const info = yield* admission.admitted((id) => {
       const tag = `${Journal.keyOf(safety.supervisor())}:${id}`
       return life.launch(id, tag, withShell(spec, commandShell, tag), startOptions)
     })
+    // the first filter or waitFor on a shell should not wait for a thread to
+    // start; a registry that runs no shell (a server that has only answered
+    // `initialize`) starts none
+    yield* ShellOutput.warm
+    return info
   }, Effect.provide(safety.spawnContext))
 
   const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {

@@ -173,7 +173,8 @@ export const make = Effect.gen(function*() {
       write(current, [...watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
       return current
     })
-    yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
+    // a watcher with nothing to stop loads no stop code, and so never says it is ready
+    if (watched.size > 0) yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
     yield* Effect.logWarning(
       `the watcher (pid ${child.pid ?? "none"}) ended (${how}); ` +
         `its replacement (pid ${replacement.pid ?? "none"}) watches the ${watched.size} group(s) still running`

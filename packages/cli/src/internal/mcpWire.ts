@@ -103,6 +103,8 @@ export interface Options {
   readonly tools: ReadonlyArray<string>
   /** Told the client's `clientInfo.name` when it initializes. */
   readonly onClientName?: ((name: string) => void) | undefined
+  /** Told when the answer to `initialize` goes out. */
+  readonly onInitialized?: (() => void) | undefined
 }
 
 /** One session's guard: the ids in flight are shared by the way in and the way out. */
@@ -257,6 +259,7 @@ export const make = (options: Options) => {
     pending.delete(internal!)
     if (inFlight.get(keyOf(entry.id)) === internal) inFlight.delete(keyOf(entry.id))
     if (entry.cancelled) return undefined
+    if (entry.method === "initialize") options.onInitialized?.()
     return error === undefined
       ? JSON.stringify({ jsonrpc: "2.0", id: entry.id, result: entry.method === "initialize" ? withLogging(message.result) : message.result })
       : JSON.stringify({ jsonrpc: "2.0", id: entry.id, error: shortError(entry.method, error) })

@@ -1,9 +1,10 @@
 /**
  * What a supervisor tells its watcher, declared once: the limits it starts
  * it with (an argument) and one JSON line per message on its stdin.
- * `watcherMain` decodes them with these schemas; `Watcher` writes values of
- * their encoded types with `JSON.stringify` (they have no transformation), so
- * a supervisor that only runs commands does not load `Schema`.
+ * `Watcher` writes values of their encoded types with `JSON.stringify` (they
+ * have no transformation), so a supervisor that only runs commands does not
+ * load `Schema`; the watcher reads each line's op and key with `JSON.parse`,
+ * and decodes the targets with these schemas once a stop is due.
  */
 import * as Schema from "effect/Schema"
 
@@ -35,7 +36,5 @@ export const WatcherMessage = Schema.Union(
 /** The supervisor's stop policy, in milliseconds. */
 export const WatcherLimits = Schema.Struct({ grace: Schema.Number, killTimeout: Schema.Number, killInterval: Schema.Number })
 
-/** None for a line that is not a message: the watcher skips it and goes on watching the others. */
-export const decodeMessage = Schema.decodeUnknownOption(Schema.parseJson(WatcherMessage))
 /** None when the argument is missing or malformed: the watcher then stops with the default limits. */
 export const decodeLimits = Schema.decodeUnknownOption(Schema.parseJson(WatcherLimits))
