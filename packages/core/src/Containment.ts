@@ -32,7 +32,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import * as GroupStop from "./GroupStop.js"
 import * as Cgroup from "./internal/cgroup.js"
@@ -106,21 +106,22 @@ const joinThenExec = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
 
 const cgroupCell = (parent: string) => {
   let counter = 0
+  const make = (shellId: string): Cell => {
+    const dir = path.join(parent, `${++counter}-${shellId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64)}`)
+    try {
+      mkdirUnder(parent, dir)
+    } catch (error) {
+      // out of descendants, or the hierarchy went read-only: this shell is scanned instead
+      process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
+      return procScanCell
+    }
+    return { backend: "cgroup", cgroup: dir, reportsExit: false, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
+  }
+  // the release is a closure: added to the scope as is, without restoring the acquiring fiber's refs (see ProcessGroup's onClose)
   return (shellId: string) =>
-    Effect.acquireRelease(
-      Effect.sync((): Cell => {
-        const dir = path.join(parent, `${++counter}-${shellId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64)}`)
-        try {
-          mkdirUnder(parent, dir)
-        } catch (error) {
-          // out of descendants, or the hierarchy went read-only: this shell is scanned instead
-          process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
-          return procScanCell
-        }
-        return { backend: "cgroup", cgroup: dir, reportsExit: false, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
-      }),
-      (cell) => Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))
-    )
+    Effect.flatMap(Effect.scope, (scope) =>
+      Effect.uninterruptible(Effect.tap(Effect.sync(() => make(shellId)), (cell) =>
+        Scope.addFinalizer(scope, Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))))))
 }
 
 /**

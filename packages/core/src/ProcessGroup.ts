@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import type { Backend, Cell } from "./Containment.js"
 import { Containment } from "./Containment.js"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
@@ -201,6 +202,8 @@ interface StopState {
   readonly run: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
   /** Done once the group holds what a stop must reach: its command, not only the command's init. None where it always does. */
   readonly ready: Effect.Effect<void> | undefined
+  /** Puts the leader in its cgroup now, if that has not happened yet (see `joinSoon`). */
+  readonly join: () => void
   /** The first signal to the group before the stop proper begins, where that is safe (`GroupStop.signalAtOnce`); whom it reached. */
   readonly signalAtOnce: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
 }
@@ -457,6 +460,65 @@ const fromWaitStatus = (status: number): ExitStatus => {
   return (status & 127) !== 0 && signal !== undefined ? { _tag: "Signaled", signal } : { _tag: "Exited", code: (status >> 8) & 255 }
 }
 
+/**
+ * Runs `release` when the current scope closes. `Scope.addFinalizer`, not
+ * `Effect.addFinalizer`: these releases are closures that need none of the
+ * acquiring fiber's refs, and restoring them (two FiberRefs diffs per
+ * finalizer) was most of a shell's teardown when 200 closed at once.
+ */
+const onClose = (release: Effect.Effect<void>) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, release))
+
+/** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
+const announce = (shellId: string, held: Omit<StopTarget, "pgid" | "sid">) =>
+  Effect.gen(function*() {
+    const watcher = yield* Effect.serviceOption(Watcher.Watcher)
+    if (Option.isNone(watcher)) return undefined
+    const w = watcher.value
+    yield* w.add(shellId, { pgid: -1, sid: -1, ...held })
+    yield* onClose(w.remove(shellId))
+    return w
+  })
+
+/**
+ * Starts the leader. The scope closes after the group's stop: its release
+ * gives the output a moment to deliver what the dead wrote, then ends it
+ * whatever still holds it. A release runs uninterruptibly, and a timeout
+ * cannot cut short an uninterruptible wait: made interruptible, or a
+ * process outside the shell holding a pipe would hold the scope's close for
+ * as long as it lives. Already closed (the usual case once the stop is
+ * over), there is nothing to wait for.
+ */
+const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, { closed, output }: Sinks) => {
+  const drained = Effect.flatMap(Deferred.isDone(closed), (done) =>
+    done ? Effect.void : Deferred.await(closed).pipe(Effect.interruptible, Effect.timeout(Duration.millis(200)), Effect.ignore))
+  // started and its release registered in one step, as acquireRelease does
+  return Effect.uninterruptible(
+    Effect.tap(start, (leader) => onClose(drained.pipe(Effect.zipRight(Effect.sync(leader.closeOutput)), Effect.zipRight(output.end))))
+  )
+}
+
+/**
+ * Puts the leader in its cgroup from outside, in the next macrotask, and
+ * returns how to make sure it is done. Membership by cgroup is exact only
+ * once the leader is in it, and the wrapper's own join (its first
+ * instruction) waits for it to be scheduled; but moving a process between
+ * cgroups takes the kernel's cgroup write lock, which costs milliseconds,
+ * so it is not done on the start's path. A stop's beginning calls the
+ * returned function first, which joins now if the macrotask has not.
+ */
+const joinSoon = (cell: Cell, pid: number): (() => void) => {
+  const dir = cell.cgroup
+  if (dir === undefined) return () => {}
+  let joined = false
+  const join = () => {
+    if (joined) return
+    joined = true
+    Cgroup.join(dir, pid)
+  }
+  setImmediate(join)
+  return join
+}
+
 /** Spawns `spec` in a new group; closing the scope stops the group. */
 export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
   yield* validate(spec)
@@ -470,12 +532,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // a cgroup lists its members; a scan for them need not read processes older than the shell
   const pidMark = cell.cgroup === undefined ? yield* table.mark : undefined
   const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined, pidMark } as const
-  // announced before it exists (by tag and cell), withdrawn after its stop: never unwatched
-  const watcher = yield* Effect.serviceOption(Watcher.Watcher)
-  if (Option.isSome(watcher)) {
-    const w = watcher.value
-    yield* Effect.acquireRelease(w.add(shellId, { pgid: -1, sid: -1, ...held }), () => w.remove(shellId))
-  }
+  const watcher = yield* announce(shellId, held)
   const output = yield* OutputBuffer.make(limits.bufferBytes)
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
@@ -487,29 +544,13 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const report = tty && cell.reportsExit
     ? yield* Effect.acquireRelease(ReportSocket.listen(reportReader(sinks)), (socket) => Effect.sync(() => socket?.close()))
     : undefined
-  // the scope closes after the stop: give the output a moment to deliver what
-  // the dead wrote, then end it whatever still holds it. A release
-  // runs uninterruptibly, and a timeout cannot cut short an uninterruptible
-  // wait: made interruptible, or a process outside the shell holding a pipe
-  // would hold the scope's close for as long as it lives.
   const start: Effect.Effect<Leader, SpawnError | TtyUnavailable> = tty
     // without a socket, no channel at all: whatever fd 3 the terminal's child inherited is not the init's
     ? ptyLeader(spec, shellId, cell, sinks, report?.path ?? "")
     : pipeLeader(spec, shellId, cell, sinks)
-  const leader = yield* Effect.acquireRelease(
-    start,
-    (leader) =>
-      Deferred.await(closed).pipe(
-        Effect.interruptible,
-        Effect.timeout(Duration.millis(200)),
-        Effect.ignore,
-        Effect.zipRight(Effect.sync(leader.closeOutput)),
-        Effect.zipRight(output.end)
-      )
-  )
+  const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
-  // membership by cgroup is exact only once the leader is in it
-  if (cell.cgroup !== undefined) Cgroup.join(cell.cgroup, pid)
+  const join = joinSoon(cell, pid)
   const lookup = yield* table.lookup(pid)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = cell.reportsExit
@@ -522,6 +563,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const stopState: StopState = {
     phase: { _tag: "NotAsked" },
     run: containment.stop,
+    join,
     ready,
     signalAtOnce: (signal) => Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, target, signal) : Effect.succeed(undefined))
   }
@@ -546,8 +588,8 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     stopReport: Effect.sync(() => stopState.phase._tag === "Stopped" ? Option.some(stopState.phase.report) : Option.none()),
     [StopStateId]: stopState
   }
-  if (Option.isSome(watcher)) yield* watcher.value.update(shellId, group.target)
-  yield* Effect.addFinalizer(() => group.stop())
+  if (watcher !== undefined) yield* watcher.update(shellId, group.target)
+  yield* onClose(Effect.asVoid(group.stop()))
   return group
 })
 
@@ -575,6 +617,7 @@ const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
     })
     const sentAtOnce = new Map<number, ReadonlySet<number>>()
     for (const g of groups) {
+      g[StopStateId].join()
       const reached = g[StopStateId].ready === undefined ? yield* g[StopStateId].signalAtOnce(options?.signal ?? "SIGTERM") : undefined
       if (reached !== undefined) sentAtOnce.set(g.target.pgid, reached)
     }

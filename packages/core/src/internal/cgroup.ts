@@ -4,6 +4,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { readSmall } from "./readSmall.js"
 
 /** The cgroup2 mount point, from `/proc/self/mountinfo` (pure v2, hybrid or elsewhere). */
 export const mountPoint = (mountinfo = readOr("/proc/self/mountinfo")): string | undefined => {
@@ -121,7 +122,7 @@ export const subdirs = (dir: string): Array<string> => {
 
 function readOr(file: string): string {
   try {
-    return fs.readFileSync(file, "latin1")
+    return readSmall(file)
   } catch {
     return ""
   }

@@ -1,31 +1,14 @@
 import * as fs from "node:fs"
 import type { ProcessInfo } from "../ProcessTable.js"
 import { parseStat } from "./procStat.js"
+import { readSmall } from "./readSmall.js"
 import type { PidMark as PidMarkSchema } from "./watcherMessage.js"
 
 export const available = (): boolean => process.platform === "linux" && fs.existsSync("/proc/self/stat")
 
-// /proc files report a size of 0, so readFileSync allocates a 64 KiB buffer
-// for every read; one reused buffer makes a scan cheaper and garbage-free.
-const scratch = Buffer.allocUnsafe(4096)
-
-/** The whole file, read into `scratch` (growing past it only for long files). */
-const readProc = (path: string): string => {
-  const fd = fs.openSync(path, "r")
-  try {
-    let length = fs.readSync(fd, scratch, 0, scratch.length, null)
-    if (length < scratch.length) return scratch.toString("latin1", 0, length)
-    const parts = [Buffer.from(scratch)]
-    while ((length = fs.readSync(fd, scratch, 0, scratch.length, null)) > 0) parts.push(Buffer.from(scratch.subarray(0, length)))
-    return Buffer.concat(parts).toString("latin1")
-  } finally {
-    fs.closeSync(fd)
-  }
-}
-
 export const read = (pid: number): ProcessInfo | undefined => {
   try {
-    return parseStat(readProc(`/proc/${pid}/stat`))
+    return parseStat(readSmall(`/proc/${pid}/stat`))
   } catch {
     return undefined
   }
@@ -109,7 +92,7 @@ const lastPidNow = (): number => readNumber("/proc/sys/kernel/ns_last_pid")
 /** Tasks forked on the host since boot (`processes` in /proc/stat); 0 when unknown. */
 const forksNow = (): number => {
   try {
-    return Number(/^processes (\d+)$/m.exec(readProc("/proc/stat"))?.[1] ?? 0)
+    return Number(/^processes (\d+)$/m.exec(readSmall("/proc/stat"))?.[1] ?? 0)
   } catch {
     return 0
   }
@@ -117,7 +100,7 @@ const forksNow = (): number => {
 
 const readNumber = (file: string): number => {
   try {
-    return Number(readProc(file)) || 0
+    return Number(readSmall(file)) || 0
   } catch {
     return 0
   }
@@ -138,7 +121,7 @@ const variable = (env: string, name: string): string | undefined => {
 export const shellIdsOf = (pid: number): ReadonlyArray<string> => {
   let env: string
   try {
-    env = readProc(`/proc/${pid}/environ`)
+    env = readSmall(`/proc/${pid}/environ`)
   } catch {
     return []
   }
@@ -150,7 +133,7 @@ export const shellIdsOf = (pid: number): ReadonlyArray<string> => {
 /** The real uid, the first of the `Uid:` line of `/proc/<pid>/status`. */
 export const uidOf = (pid: number): number | undefined => {
   try {
-    const uid = /^Uid:\s+(\d+)/m.exec(readProc(`/proc/${pid}/status`))
+    const uid = /^Uid:\s+(\d+)/m.exec(readSmall(`/proc/${pid}/status`))
     return uid === null ? undefined : Number(uid[1])
   } catch {
     return undefined
@@ -159,7 +142,7 @@ export const uidOf = (pid: number): number | undefined => {
 
 // /proc/uptime and stat's starttime share the boot clock; USER_HZ is 100 on
 // every Linux ABI Node supports.
-export const now = (): number => Math.floor(Number(readProc("/proc/uptime").split(" ")[0]) * 100)
+export const now = (): number => Math.floor(Number(readSmall("/proc/uptime").split(" ")[0]) * 100)
 
 /** The inode in `/proc/<pid>/ns/pid` (or `pid_for_children`): `pid:[4026531836]`. */
 export const pidNamespaceOf = (pid: number | "self", forChildren = false): number | undefined => {
