@@ -206,7 +206,11 @@ export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
         return { retained, live: Stream.filterMap(live, (chunk) => Option.fromNullable(cutBefore(chunk, next))) }
       })
 
-    const bytesFrom = (from: number): Uint8Array => Buffer.concat(chunksFrom(from).map((c) => c.bytes))
+    /** The retained bytes from `from` on; a view of the newest chunk, not a copy, when they all lie in it (a short tail). */
+    const bytesFrom = (from: number): Uint8Array => {
+      const chunks = chunksFrom(from)
+      return chunks.length === 1 ? chunks[0]!.bytes : Buffer.concat(chunks.map((c) => c.bytes))
+    }
 
     const readSince = (cursor: number) =>
       Effect.sync((): OutputRead => {

@@ -29,6 +29,17 @@ export interface Options {
   readonly live: Effect.Effect<ReadonlyArray<Journal.JournalShell>>
 }
 
+/**
+ * Resumes after the current macrotask: the promise or callback of the start
+ * that marked the journal out of date has run by then, so the write (a
+ * rename, which on ext4 flushes the file) is not on its caller's path.
+ * `Effect.yieldNow` resumes in a microtask, before the caller's `await` does.
+ */
+const nextMacrotask = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 /** A journal that is never written, for a registry without one. */
 export const disabled: RegistryJournal = { changed: Effect.void, writeNow: Effect.void, stopWriting: Effect.void, remove: Effect.void }
 
@@ -51,7 +62,7 @@ export const make = (options: Options): Effect.Effect<RegistryJournal, never, Sc
     }))
     const dirty = yield* Queue.sliding<void>(1)
     const writer = yield* Effect.forkScoped(
-      Effect.forever(Queue.take(dirty).pipe(Effect.zipRight(Effect.yieldNow()), Effect.zipRight(writeNow)))
+      Effect.forever(Queue.take(dirty).pipe(Effect.zipRight(nextMacrotask), Effect.zipRight(writeNow)))
     )
     const stopWriting = Effect.zipRight(Fiber.interrupt(writer), lock.withPermits(1)(Effect.sync(() => (removed = true))))
     return {
