@@ -11,8 +11,9 @@ import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
-import * as Scope from "effect/Scope"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { cutBefore, Ring } from "./internal/outputRing.js"
 
 export type StreamName = "stdout" | "stderr"
 
@@ -76,186 +77,97 @@ export interface Subscription {
 /** What one pull of `follow` gives at most (more only when a single chunk is bigger). */
 export const followBatchBytes = 64 * 1024
 
-const isContinuation = (b: number) => (b & 0xc0) === 0x80
-
-/** Length of `bytes` without a trailing, still incomplete character. */
-const completeLength = (bytes: Uint8Array) => {
-  let i = bytes.length - 1
-  while (i >= 0 && bytes.length - i <= 4 && isContinuation(bytes[i]!)) i--
-  if (i < 0) return bytes.length
-  const lead = bytes[i]!
-  const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1
-  return bytes.length - i < need ? i : bytes.length
+/**
+ * Live subscribers: a PubSub made on the first one (an idle shell's buffer
+ * holds none), published to only while someone listens, ended with `null`.
+ */
+const makeLive = (ring: Ring) => {
+  let hub: PubSub.PubSub<OutputChunk | null> | undefined
+  let subscribers = 0
+  const subscribe = Effect.suspend(() =>
+    ring.ended
+      ? Effect.succeed(Stream.empty)
+      : Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub))).pipe(
+        Effect.flatMap((made) => PubSub.subscribe(hub ??= made)),
+        Effect.tap(Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--))),
+        Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
+      )
+  )
+  return {
+    subscribe,
+    publish: (chunk: OutputChunk) => subscribers > 0 && hub?.unsafeOffer(chunk),
+    end: () => hub?.unsafeOffer(null)
+  }
 }
 
-/** The part of `chunk` from the absolute offset `from` on; undefined when it all lies before. */
-const cutBefore = (chunk: OutputChunk, from: number): OutputChunk | undefined =>
-  chunk.offset >= from
-    ? chunk
-    : chunk.offset + chunk.bytes.length <= from
-    ? undefined
-    : { ...chunk, offset: from, bytes: chunk.bytes.subarray(from - chunk.offset) }
-
-export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
-  Effect.sync(() => {
-    const ring: Array<OutputChunk> = []
-    let head = 0 // index of the oldest chunk in `ring`
-    let start = 0 // absolute offset of the oldest retained byte
-    let end = 0 // absolute offset after the newest byte
-    let ended = false
-    // made on the first subscriber or follower: an idle shell's buffer holds neither
-    let hub: PubSub.PubSub<OutputChunk | null> | undefined
-    let subscribers = 0 // publishing costs, so only when someone listens
-    // followers waiting for more: each is woken once, by the next append or the end
-    const waiting = new Set<Deferred.Deferred<void>>()
-    const wakeAll = () => {
+/**
+ * Followers read the ring as they pull, and wait for the next append or the
+ * end when they have read it all: each waiter is woken once.
+ */
+const makeFollowers = (ring: Ring) => {
+  const waiting = new Set<Deferred.Deferred<void>>()
+  /**
+   * The next batch from `cursor`, waiting for an append when there is none
+   * yet; none once the output has ended. Looking and starting to wait are
+   * one synchronous step, so no append falls in between.
+   */
+  const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
+    Effect.suspend(() => {
+      const batch = ring.chunksFrom(Math.max(cursor, ring.start), followBatchBytes)
+      const last = batch.at(-1)
+      if (last !== undefined) return Effect.succeedSome([Chunk.unsafeFromArray(batch), last.offset + last.bytes.length] as const)
+      if (ring.ended) return Effect.succeedNone
+      const waiter = Deferred.unsafeMake<void>(FiberId.none)
+      waiting.add(waiter)
+      return Deferred.await(waiter).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => waiting.delete(waiter))),
+        Effect.zipRight(pull(cursor))
+      )
+    })
+  return {
+    follow: (from: number): Stream.Stream<OutputChunk> => Stream.unfoldChunkEffect(from, pull),
+    wake: () => {
+      if (waiting.size === 0) return
       for (const waiter of waiting) Deferred.unsafeDone(waiter, Exit.void)
       waiting.clear()
     }
+  }
+}
 
-    const dropTo = (target: number) => {
-      while (head < ring.length && ring[head]!.offset + ring[head]!.bytes.length <= target) head++
-      // a character may straddle chunks: skip its continuation bytes (at most 3) in whichever chunks hold them
-      let skipped = 0
-      for (let first = ring[head]; first !== undefined; first = ring[head]) {
-        let cut = Math.max(0, target - first.offset)
-        while (cut < first.bytes.length && skipped < 3 && isContinuation(first.bytes[cut]!)) cut++, skipped++
-        if (cut < first.bytes.length) {
-          if (cut > 0) ring[head] = { ...first, offset: first.offset + cut, bytes: first.bytes.subarray(cut) }
-          break
-        }
-        head++
-      }
-      start = ring[head]?.offset ?? end
-      // compact once dropped chunks are half the ring: amortized O(1), and a
-      // flood never holds more than the cap again in chunks nobody can read
-      if (head * 2 > ring.length) ring.splice(0, head), (head = 0)
-    }
-
-    const append = (stream: StreamName, bytes: Uint8Array) => {
-      if (bytes.length === 0 || ended) return
-      const chunk = { stream, offset: end, bytes }
-      ring.push(chunk)
-      end += bytes.length
-      if (end - start > capacity) dropTo(end - capacity)
-      if (subscribers > 0) hub?.unsafeOffer(chunk)
-      if (waiting.size > 0) wakeAll()
-    }
-
-    /** Index in `ring` of the chunk holding the absolute offset `at` (chunks are in offset order). */
-    const indexOf = (at: number) => {
-      let lo = head
-      let hi = ring.length
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1
-        if (ring[mid]!.offset + ring[mid]!.bytes.length <= at) lo = mid + 1
-        else hi = mid
-      }
-      return lo
-    }
-
-    /** Retained chunks from `from` on, up to about `maxBytes`. */
-    const chunksFrom = (from: number, maxBytes = Infinity): Array<OutputChunk> => {
-      const batch: Array<OutputChunk> = []
-      let bytes = 0
-      for (let i = indexOf(from); i < ring.length && bytes < maxBytes; i++) {
-        const c = cutBefore(ring[i]!, from)!
-        batch.push(c)
-        bytes += c.bytes.length
-      }
-      return batch
-    }
-
-    /**
-     * The next batch from `cursor`, waiting for an append when there is none
-     * yet; none once the output has ended. Looking and starting to wait are
-     * one synchronous step, so no append falls in between.
-     */
-    const pull = (cursor: number): Effect.Effect<Option.Option<readonly [Chunk.Chunk<OutputChunk>, number]>> =>
-      Effect.suspend(() => {
-        const batch = chunksFrom(Math.max(cursor, start), followBatchBytes)
-        const last = batch.at(-1)
-        if (last !== undefined) return Effect.succeedSome([Chunk.unsafeFromArray(batch), last.offset + last.bytes.length] as const)
-        if (ended) return Effect.succeedNone
-        const waiter = Deferred.unsafeMake<void>(FiberId.none)
-        waiting.add(waiter)
-        return Deferred.await(waiter).pipe(
-          Effect.onInterrupt(() => Effect.sync(() => waiting.delete(waiter))),
-          Effect.zipRight(pull(cursor))
-        )
-      })
-
-    const follow = (from: number): Stream.Stream<OutputChunk> => Stream.unfoldChunkEffect(from, pull)
-
-    const subscribe = Effect.suspend(() =>
-      ended
-        ? Effect.succeed(Stream.empty)
-        : Effect.suspend(() => (hub === undefined ? PubSub.unbounded<OutputChunk | null>() : Effect.succeed(hub))).pipe(
-          Effect.flatMap((made) => PubSub.subscribe(hub ??= made)),
-          Effect.tap(Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--))),
-          Effect.map((queue) => Stream.fromQueue(queue).pipe(Stream.takeWhile((c): c is OutputChunk => c !== null)))
-        )
-    )
-
+export const make = (capacity: number): Effect.Effect<OutputBuffer> =>
+  Effect.sync(() => {
+    const ring = new Ring(capacity)
+    const live = makeLive(ring)
+    const followers = makeFollowers(ring)
     const subscribeFrom = (from: number) =>
-      Effect.map(subscribe, (live): Subscription => {
+      Effect.map(live.subscribe, (stream): Subscription => {
         // subscribed first: what both hold is told apart by offset
-        const retained = chunksFrom(Math.max(from, start))
+        const retained = ring.chunksFrom(Math.max(from, ring.start))
         const last = retained.at(-1)
-        const next = last === undefined ? Math.max(from, start) : last.offset + last.bytes.length
-        return { retained, live: Stream.filterMap(live, (chunk) => Option.fromNullable(cutBefore(chunk, next))) }
+        const next = last === undefined ? Math.max(from, ring.start) : last.offset + last.bytes.length
+        return { retained, live: Stream.filterMap(stream, (chunk) => Option.fromNullable(cutBefore(chunk, next))) }
       })
-
-    /** The retained bytes from `from` on; a view of the newest chunk, not a copy, when they all lie in it (a short tail). */
-    const bytesFrom = (from: number): Uint8Array => {
-      const chunks = chunksFrom(from)
-      return chunks.length === 1 ? chunks[0]!.bytes : Buffer.concat(chunks.map((c) => c.bytes))
-    }
-
-    const readSince = (cursor: number) =>
-      Effect.sync((): OutputRead => {
-        const from = Math.max(cursor, start)
-        const bytes = bytesFrom(from)
-        // hold back a character still being written, unless the output ended
-        const length = ended ? bytes.length : completeLength(bytes)
-        return {
-          text: Buffer.from(bytes.buffer, bytes.byteOffset, length).toString("utf8"),
-          cursor: from + length,
-          dropped: Math.max(0, start - cursor)
-        }
-      })
-
-    /** Where the last `n` lines begin; a final newline ends a line rather than starting one. */
-    const lineStart = (n: number) => {
-      let newlines = 0
-      for (let i = ring.length - 1; i >= head; i--) {
-        const { bytes, offset } = ring[i]!
-        for (let j = bytes.lastIndexOf(0x0a); j >= 0; j = j > 0 ? bytes.lastIndexOf(0x0a, j - 1) : -1) {
-          if (offset + j !== end - 1 && ++newlines === n) return offset + j + 1
-        }
-      }
-      return start
-    }
-
-    const tail = (n: number) => Effect.map(readSince(lineStart(n)), (read): OutputRead => ({ ...read, dropped: 0 }))
-
     const unsafeEnd = () => {
-      if (ended) return
-      ended = true
-      hub?.unsafeOffer(null)
-      wakeAll()
+      if (ring.ended) return
+      ring.ended = true
+      live.end()
+      followers.wake()
     }
-
     return {
       capacity,
-      append,
-      readSince,
-      tail,
-      chunks: Effect.sync(() => ring.slice(head)),
-      stats: Effect.sync(() => ({ written: end, dropped: start })),
-      live: subscribe,
+      append: (stream, bytes) => {
+        const chunk = ring.append(stream, bytes)
+        if (chunk === undefined) return
+        live.publish(chunk)
+        followers.wake()
+      },
+      readSince: (cursor) => Effect.sync(() => ring.readSince(cursor)),
+      tail: (n) => Effect.sync((): OutputRead => ({ ...ring.readSince(ring.lineStart(n)), dropped: 0 })),
+      chunks: Effect.sync(() => ring.retained()),
+      stats: Effect.sync(() => ({ written: ring.end, dropped: ring.start })),
+      live: live.subscribe,
       subscribeFrom,
-      follow,
+      follow: followers.follow,
       end: Effect.sync(unsafeEnd),
       unsafeEnd
     }

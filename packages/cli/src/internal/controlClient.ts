@@ -284,205 +284,224 @@ const protocolError = (error: Http.NoAnswer | Http.Refused) =>
 /** Someone else's directory, or a link, is refused before anything in it is read. */
 const checkDir = (dir: string) => Effect.zipRight(StateDir.check(dir), StateDir.check(Journal.directory(dir)))
 
-const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
-  const dirs = options.stateDir === undefined ? yield* StateDir.searched : [options.stateDir]
-  const stateDir = dirs[0]!
-  yield* checkDir(stateDir)
-  // a directory looked in besides the configured one is left out if it is refused
-  const searched = [stateDir, ...(yield* Effect.filter(dirs.slice(1), (dir) => Effect.isSuccess(checkDir(dir))))]
-  const timeout = options.timeout ?? Duration.seconds(3)
-  const context = yield* Effect.context<ProcessTable | Limits>()
-  const namespace = yield* Effect.provide(Journal.ownNamespace, context)
+/** What every look at the supervisors works with, settled once by `make`. */
+interface Env {
+  readonly searched: ReadonlyArray<string>
+  readonly timeout: Duration.DurationInput
+  readonly context: Context.Context<ProcessTable | Limits>
+  /** Our own PID namespace: pids of a supervisor in another one name other processes here. */
+  readonly namespace: number
+}
 
-  /** One supervisor, by name: asked over its socket, else read from its journal. */
-  const visit = ({ dir, journal, name }: Listed) =>
-    Effect.gen(function*() {
-      const socket = Api.socketPath(dir, name)
-      const answer = yield* Effect.either(Http.ask(socket, Http.list, timeout))
-      if (Either.isRight(answer)) {
-        const { shells, supervisor } = answer.right
-        return Option.some<Found>({
-          view: { supervisor, socket, state: "live" },
-          shells: shells.map(entryOf(supervisor, "live")),
-          orphans: []
-        })
-      }
-      // a socket without a journal: a supervisor that died and was cleaned up, or one we cannot identify
-      if (journal === undefined) return Option.none()
-      const supervisor = journal.supervisor
-      const reason = answer.left._tag === "NoAnswer" ? answer.left.reason : answer.left.body.message
-      // its pids name other processes here: whether it lives, and what is its, cannot be told from here
-      const foreign = supervisor.pidns !== namespace
-      if (foreign || (yield* stillAlive(supervisor))) {
-        const problem = foreign
-          ? `${reason}, and it runs in another PID namespace (pid:[${supervisor.pidns}]), so corral leaves its shells alone`
-          : reason
-        return Option.some<Found>({
-          view: { supervisor, socket, state: "unreachable", problem },
-          shells: journal.shells.map(journalInfo).map(entryOf(supervisor, "unreachable")),
-          orphans: []
-        })
-      }
-      const orphans = yield* Effect.filter(journal.shells, Journal.verify(supervisor))
-      if (orphans.length === 0) return Option.none()
+/** One supervisor, by name: asked over its socket, else read from its journal. */
+const visit = (env: Env) => ({ dir, journal, name }: Listed) =>
+  Effect.gen(function*() {
+    const socket = Api.socketPath(dir, name)
+    const answer = yield* Effect.either(Http.ask(socket, Http.list, env.timeout))
+    if (Either.isRight(answer)) {
+      const { shells, supervisor } = answer.right
+      return Option.some<Found>({ view: { supervisor, socket, state: "live" }, shells: shells.map(entryOf(supervisor, "live")), orphans: [] })
+    }
+    // a socket without a journal: a supervisor that died and was cleaned up, or one we cannot identify
+    if (journal === undefined) return Option.none()
+    const reason = answer.left._tag === "NoAnswer" ? answer.left.reason : answer.left.body.message
+    return yield* fromJournal(env, socket, journal, reason)
+  }).pipe(Effect.provide(env.context))
+
+/** A supervisor that did not answer, as its journal tells it: unreachable while it lives, else dead with its orphans. */
+const fromJournal = (env: Env, socket: string, journal: Journal.JournalEntry, reason: string) =>
+  Effect.gen(function*() {
+    const supervisor = journal.supervisor
+    // its pids name other processes here: whether it lives, and what is its, cannot be told from here
+    const foreign = supervisor.pidns !== env.namespace
+    if (foreign || (yield* stillAlive(supervisor))) {
+      const problem = foreign
+        ? `${reason}, and it runs in another PID namespace (pid:[${supervisor.pidns}]), so corral leaves its shells alone`
+        : reason
       return Option.some<Found>({
-        view: { supervisor, socket, state: "dead" },
-        shells: orphans.map(journalInfo).map(entryOf(supervisor, "orphaned")),
-        orphans,
-        recorded: supervisor
+        view: { supervisor, socket, state: "unreachable", problem },
+        shells: journal.shells.map(journalInfo).map(entryOf(supervisor, "unreachable")),
+        orphans: []
       })
-    }).pipe(Effect.provide(context))
+    }
+    const orphans = yield* Effect.filter(journal.shells, Journal.verify(supervisor))
+    if (orphans.length === 0) return Option.none()
+    return Option.some<Found>({
+      view: { supervisor, socket, state: "dead" },
+      shells: orphans.map(journalInfo).map(entryOf(supervisor, "orphaned")),
+      orphans,
+      recorded: supervisor
+    })
+  })
 
-  /** Journals and sockets by supervisor name, in each directory: each supervisor once, whichever of the two it left. */
-  const supervisors = Effect.map(Effect.forEach(searched, (dir) =>
+/** Journals and sockets by supervisor name, in each directory: each supervisor once, whichever of the two it left. */
+const supervisorsIn = (searched: ReadonlyArray<string>) =>
+  Effect.map(Effect.forEach(searched, (dir) =>
     Effect.gen(function*() {
       const journals = new Map((yield* Journal.readAll(dir)).map((l) => [l.name, l.entry]))
       const names = new Set([...journals.keys(), ...(yield* socketNames(dir))])
       return [...names].map((name): Listed => ({ dir, name, journal: journals.get(name) }))
     })), (listed) => listed.flat())
 
+/** Every supervisor found, oldest first, and the shells each has; `find` asks only the ones an id can belong to. */
+const discovery = (env: Env) => {
+  const supervisors = supervisorsIn(env.searched)
   const visitAll = Effect.gen(function*() {
-    const found = yield* Effect.forEach(yield* supervisors, visit, { concurrency: "unbounded" })
+    const found = yield* Effect.forEach(yield* supervisors, visit(env), { concurrency: "unbounded" })
     return found.flatMap(Option.toArray).sort((a, b) =>
       a.view.supervisor.startedAt - b.view.supervisor.startedAt || a.view.supervisor.pid - b.view.supervisor.pid
     )
   })
-
   const snapshot = Effect.map(visitAll, (found): Snapshot => ({
     supervisors: found.map((f) => f.view),
     shells: found.flatMap((f) => f.shells).sort(bySupervisorThenId)
   }))
-
-  const known = Effect.map(snapshot, (s) => s.shells.map((e) => e.id))
-
-  const notFound = (id: string) => Effect.flatMap(known, (ids) => Effect.fail(new NoSuchShell({ id, known: ids })))
-
-  /**
-   * The shell's supervisor and entry; only supervisors with that pid are
-   * asked, the one of this PID namespace first.
-   */
+  const notFound = (id: string) => Effect.flatMap(snapshot, (s) => Effect.fail(new NoSuchShell({ id, known: s.shells.map((e) => e.id) })))
+  const refusedAsNotFound = (id: string) => (error: Http.NoAnswer | Http.Refused): Effect.Effect<never, NoSuchShell | ControlError> =>
+    error._tag === "Refused" && error.body.error === "UnknownShell" ? notFound(id) : Effect.fail(protocolError(error))
+  /** The shell's supervisor and entry; only supervisors with that pid are asked, the one of this PID namespace first. */
   const find = (id: string) =>
     Effect.gen(function*() {
       const match = globalIdPattern.exec(id)
       if (match === null) return yield* new InvalidShellId({ id })
       const pid = Number(match[1])
       const local = match[2]!
-      const candidates = (yield* supervisors).filter(({ name }) => partsOf(name).pid === pid)
-        .sort((a, b) => Number(partsOf(b.name).namespace === namespace) - Number(partsOf(a.name).namespace === namespace))
+      const ours = (name: string) => Number(partsOf(name).namespace === env.namespace)
+      const candidates = (yield* supervisors).filter(({ name }) => partsOf(name).pid === pid).sort((a, b) => ours(b.name) - ours(a.name))
       for (const candidate of candidates) {
-        const found = yield* visit(candidate)
+        const found = yield* visit(env)(candidate)
         const entry = Option.flatMap(found, (f) => Option.fromNullable(f.shells.find((s) => s.info.id === local)))
         if (Option.isSome(found) && Option.isSome(entry)) return { found: found.value, entry: entry.value, local }
       }
       return yield* notFound(id)
     })
+  return { visitAll, snapshot, notFound, refusedAsNotFound, find }
+}
 
-  const refusedAsNotFound = (id: string) => (error: Http.NoAnswer | Http.Refused): Effect.Effect<never, NoSuchShell | ControlError> =>
-    error._tag === "Refused" && error.body.error === "UnknownShell" ? notFound(id) : Effect.fail(protocolError(error))
+type Discovery = ReturnType<typeof discovery>
 
-  const show = Effect.fn("ControlClient.show")(function*(id: string) {
-    const { entry, found, local } = yield* find(id)
-    if (entry.reach !== "live") return { entry, output: Option.none() } satisfies Shown
-    const answer = yield* Http.ask(found.view.socket, Http.show(local)).pipe(
-      Effect.catchAll(refusedAsNotFound(id))
-    )
-    return {
-      entry: entryOf(answer.supervisor, "live")(answer.shell),
-      output: Option.some({ text: answer.output, dropped: answer.dropped })
-    } satisfies Shown
-  })
-
-  const follow = (id: string) =>
-    Stream.unwrap(Effect.gen(function*() {
-      const { entry, found, local } = yield* find(id)
-      if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
-      return Stream.catchAll(
-        Http.follow(found.view.socket, local),
-        (error) => Stream.fromEffect(refusedAsNotFound(id)(error))
-      )
+/** Orphans are stopped here, together, after their identity was checked again just now. */
+const stopOrphans = (env: Env, supervisor: Journal.Supervisor, orphans: ReadonlyArray<Journal.JournalShell>) =>
+  Effect.gen(function*() {
+    const verified = yield* Effect.filter(orphans, Journal.verify(supervisor))
+    const reports = verified.length === 0 ? [] : yield* GroupStop.stopGroups(verified.map(Journal.targetOf))
+    return verified.map((shell, i): Stopped => ({
+      entry: entryOf(supervisor, "orphaned")(journalInfo(shell)),
+      report: reports[i]!,
+      wasActive: true
     }))
+  }).pipe(Effect.provide(env.context))
 
-  /** Orphans are stopped here, together, after their identity was checked again just now. */
-  const stopOrphans = (supervisor: Journal.Supervisor, orphans: ReadonlyArray<Journal.JournalShell>) =>
-    Effect.gen(function*() {
-      const verified = yield* Effect.filter(orphans, Journal.verify(supervisor))
-      const reports = verified.length === 0 ? [] : yield* GroupStop.stopGroups(verified.map(Journal.targetOf))
-      return verified.map((shell, i): Stopped => ({
-        entry: entryOf(supervisor, "orphaned")(journalInfo(shell)),
-        report: reports[i]!,
-        wasActive: true
-      }))
-    }).pipe(Effect.provide(context))
-
-  const stop = Effect.fn("ControlClient.stop")(function*(id: string) {
-    const { entry, found, local } = yield* find(id)
+/** One shell stopped by its supervisor, or here if it is an orphan. */
+const stopOne = (env: Env, d: Discovery) =>
+  Effect.fn("ControlClient.stop")(function*(id: string) {
+    const { entry, found, local } = yield* d.find(id)
     switch (found.view.state) {
       case "unreachable":
         return yield* new SupervisorUnreachable({ id, supervisor: entry.supervisor, reason: found.view.problem ?? "" })
       case "dead": {
         const orphan = found.orphans.filter((o) => o.id === local)
-        const [stopped] = found.recorded === undefined ? [] : yield* stopOrphans(found.recorded, orphan)
-        return stopped ?? (yield* notFound(id))
+        const [stopped] = found.recorded === undefined ? [] : yield* stopOrphans(env, found.recorded, orphan)
+        return stopped ?? (yield* d.notFound(id))
       }
       case "live": {
-        const answer = yield* Http.ask(found.view.socket, Http.stop(local)).pipe(
-          Effect.catchAll(refusedAsNotFound(id))
-        )
+        const answer = yield* Http.ask(found.view.socket, Http.stop(local)).pipe(Effect.catchAll(d.refusedAsNotFound(id)))
         return stoppedOf(entry.supervisor)(answer)
       }
     }
   })
 
+/** Every shell of every supervisor that can be reached, each stopped by its own supervisor, orphans here. */
+const stopEverything = (env: Env, d: Discovery) => {
   const stopEvery = (found: Found) =>
     Effect.gen(function*() {
       switch (found.view.state) {
         case "unreachable":
           return []
         case "dead":
-          return found.recorded === undefined ? [] : yield* stopOrphans(found.recorded, found.orphans)
+          return found.recorded === undefined ? [] : yield* stopOrphans(env, found.recorded, found.orphans)
         case "live": {
-          const answer = yield* Http.ask(found.view.socket, Http.stopAll).pipe(
-            Effect.mapError(protocolError)
-          )
+          const answer = yield* Http.ask(found.view.socket, Http.stopAll).pipe(Effect.mapError(protocolError))
           return answer.stopped.map(stoppedOf(found.view.supervisor))
         }
       }
     })
-
-  const stopAll = Effect.gen(function*() {
-    const found = yield* visitAll
+  return Effect.gen(function*() {
+    const found = yield* d.visitAll
     const stopped = yield* Effect.forEach(found, stopEvery, { concurrency: "unbounded" })
     return {
       stopped: stopped.flat().sort((a, b) => bySupervisorThenId(a.entry, b.entry)),
       unreachable: found.map((f) => f.view).filter((v) => v.state === "unreachable")
     } satisfies StoppedAll
   }).pipe(Effect.withSpan("ControlClient.stopAll"))
+}
 
-  /** Asks a live shell's supervisor, with its refusal `refused` as `asError`. */
-  const askLive = <A, E>(
-    id: string,
-    request: (local: string) => Http.Request<A>,
-    refused: "NoStdin" | "NoTerminal",
-    asError: () => E
-  ) =>
-    Effect.gen(function*() {
-      const { entry, found, local } = yield* find(id)
-      if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
-      return yield* Http.ask(found.view.socket, request(local)).pipe(
-        Effect.catchAll((error): Effect.Effect<never, NoSuchShell | ControlError | E> =>
-          error._tag === "Refused" && error.body.error === refused ? Effect.fail(asError()) : refusedAsNotFound(id)(error)
-        )
+/** A live shell's output, retained then live, through its supervisor's socket. */
+const followOne = (d: Discovery) => (id: string) =>
+  Stream.unwrap(Effect.gen(function*() {
+    const { entry, found, local } = yield* d.find(id)
+    if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
+    return Stream.catchAll(Http.follow(found.view.socket, local), (error) => Stream.fromEffect(d.refusedAsNotFound(id)(error)))
+  }))
+
+const showOne = (d: Discovery) =>
+  Effect.fn("ControlClient.show")(function*(id: string) {
+    const { entry, found, local } = yield* d.find(id)
+    if (entry.reach !== "live") return { entry, output: Option.none() } satisfies Shown
+    const answer = yield* Http.ask(found.view.socket, Http.show(local)).pipe(Effect.catchAll(d.refusedAsNotFound(id)))
+    return {
+      entry: entryOf(answer.supervisor, "live")(answer.shell),
+      output: Option.some({ text: answer.output, dropped: answer.dropped })
+    } satisfies Shown
+  })
+
+/** Asks a live shell's supervisor, with its refusal `refused` as `asError`. */
+const askLive = (d: Discovery) =>
+<A, E>(
+  id: string,
+  request: (local: string) => Http.Request<A>,
+  refused: "NoStdin" | "NoTerminal",
+  asError: () => E
+) =>
+  Effect.gen(function*() {
+    const { entry, found, local } = yield* d.find(id)
+    if (entry.reach !== "live") return yield* new OutputUnavailable({ id, supervisor: entry.supervisor })
+    return yield* Http.ask(found.view.socket, request(local)).pipe(
+      Effect.catchAll((error): Effect.Effect<never, NoSuchShell | ControlError | E> =>
+        error._tag === "Refused" && error.body.error === refused ? Effect.fail(asError()) : d.refusedAsNotFound(id)(error)
       )
-    })
+    )
+  })
 
-  const write = Effect.fn("ControlClient.write")(function*(id: string, input: Input) {
-    const answer = yield* askLive(id, (local) => Http.stdin(local, input), "NoStdin", () => new NoInput({ id }))
+const writeOne = (d: Discovery) =>
+  Effect.fn("ControlClient.write")(function*(id: string, input: Input) {
+    const answer = yield* askLive(d)(id, (local) => Http.stdin(local, input), "NoStdin", () => new NoInput({ id }))
     return answer.delivered
   })
 
-  const resize = Effect.fn("ControlClient.resize")(function*(id: string, size: TerminalSize) {
-    yield* askLive(id, (local) => Http.resize(local, size), "NoTerminal", () => new NoTerminal({ id }))
+const resizeOne = (d: Discovery) =>
+  Effect.fn("ControlClient.resize")(function*(id: string, size: TerminalSize) {
+    yield* askLive(d)(id, (local) => Http.resize(local, size), "NoTerminal", () => new NoTerminal({ id }))
   })
 
-  return ControlClient.of({ stateDir, searched, snapshot, show, follow, stop, write, resize, stopAll })
+const make = Effect.fn("ControlClient.make")(function*(options: ClientOptions) {
+  const dirs = options.stateDir === undefined ? yield* StateDir.searched : [options.stateDir]
+  const stateDir = dirs[0]!
+  yield* checkDir(stateDir)
+  // a directory looked in besides the configured one is left out if it is refused
+  const searched = [stateDir, ...(yield* Effect.filter(dirs.slice(1), (dir) => Effect.isSuccess(checkDir(dir))))]
+  const context = yield* Effect.context<ProcessTable | Limits>()
+  const env: Env = { searched, timeout: options.timeout ?? Duration.seconds(3), context, namespace: yield* Effect.provide(Journal.ownNamespace, context) }
+  const d = discovery(env)
+  return ControlClient.of({
+    stateDir,
+    searched,
+    snapshot: d.snapshot,
+    show: showOne(d),
+    follow: followOne(d),
+    stop: stopOne(env, d),
+    write: writeOne(d),
+    resize: resizeOne(d),
+    stopAll: stopEverything(env, d)
+  })
 })
