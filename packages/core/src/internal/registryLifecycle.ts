@@ -12,7 +12,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import type { Containment } from "../Containment.js"
@@ -107,16 +106,16 @@ const naturalEnd = (options: Options, shell: Shell) =>
   })
 
 /**
- * A shell's life after its spawn: its natural end, or the end a kill, the
- * lifetime or the shutdown gave it; then the retention, or the shutdown, or
- * the shell's drop to make room, whichever comes first. One fiber, waiting
- * on the leader's exit: the lifetime is kept for every shell by one fiber
- * of the registry (see `lifetimes`), so the shutdown interrupts one plain
- * wait per shell, not a race of three fibers.
+ * A lifecycle past its shell's stop waits out the retention, or the shutdown,
+ * or the shell's drop to make room, whichever comes first.
  */
 const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
   Effect.gen(function*() {
-    yield* naturalEnd(options, shell)
+    const ended = yield* Effect.race(
+      Effect.as(naturalEnd(options, shell), true),
+      Effect.as(Effect.sleep(options.limits.lifetime), false)
+    )
+    if (!ended) yield* markStopping(shell, "lifetime")
     // begun, the end runs through: the shutdown interrupts lifecycles and waits for them
     yield* Effect.uninterruptible(Effect.zipRight(stop(options, shell), Scope.close(shell.scope, Exit.void)))
     const retained = yield* Effect.raceFirst(
@@ -124,39 +123,6 @@ const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (
       Effect.as(Effect.race(Deferred.await(shuttingDown), Deferred.await(shell.gone)), false)
     )
     if (retained) yield* options.shells.drop(shell)
-  })
-
-const isRunning = (status: ShellStatus) => status._tag === "Running" || status._tag === "Lingering"
-
-/**
- * Every shell's lifetime, kept by one fiber: asleep until the oldest running
- * shell's lifetime is up (or a start, which may be the oldest running one
- * now), then it stops every shell whose lifetime is up, together, as a kill
- * would (cause `lifetime`), and closes them. The lifetime is the
- * registry's, so a later shell is due later. Each lifecycle then sees its
- * leader's exit and waits out the retention. Begun, a stop runs through, as
- * a lifecycle's does.
- */
-const lifetimes = (options: Options, started: Queue.Dequeue<void>) =>
-  Effect.gen(function*() {
-    const lifetime = Duration.toMillis(options.limits.lifetime)
-    for (;;) {
-      const now = yield* Clock.currentTimeMillis
-      const running = yield* options.shells.having(isRunning)
-      const due = running.filter((s) => s.base.startedAt + lifetime <= now)
-      if (due.length > 0) {
-        yield* Effect.uninterruptible(Effect.gen(function*() {
-          yield* Effect.forEach(due, (shell) => markStopping(shell, "lifetime"), { discard: true })
-          const reports = yield* ProcessGroup.stopAll(due.map((s) => s.group))
-          yield* settleAll(options, due.map((shell, i) => [shell, reports[i]!] as const))
-          // closed here too, not only once each lifecycle sees its leader's exit: a leader that cannot die holds nothing more
-          yield* Effect.forEach(due, (s) => Scope.close(s.scope, Exit.void), { discard: true })
-        }))
-        continue
-      }
-      const next = running.length === 0 ? now + lifetime : Math.min(...running.map((s) => s.base.startedAt)) + lifetime
-      yield* Effect.raceFirst(Effect.sleep(next - now), Queue.take(started))
-    }
   })
 
 /** A new shell's record, its group held by a scope of its own. */
@@ -197,8 +163,6 @@ export const make = (options: Options) =>
     const lifecycles = yield* FiberMap.make<string>()
     const shuttingDown = yield* Deferred.make<void>()
     const live = lifecycle(options, shuttingDown)
-    const started = yield* Queue.sliding<void>(1)
-    const lifetimeKeeper = yield* Effect.forkScoped(lifetimes(options, started))
     return {
       /** Spawns a shell, registers it and starts its lifecycle; `tag` is its `CORRAL_SHELL_ID`. */
       launch: (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
@@ -208,7 +172,6 @@ export const make = (options: Options) =>
           yield* journal.changed
           // forked inside the start's uninterruptible region, a lifecycle would inherit it: the shutdown's interrupt must reach its waits
           yield* FiberMap.run(lifecycles, id, Effect.interruptible(live(shell)))
-          yield* Queue.offer(started, undefined)
           return info
         }),
       kill: (shell: Shell) => Effect.zipRight(markStopping(shell, "request"), stop(options, shell)),
@@ -223,7 +186,7 @@ export const make = (options: Options) =>
         yield* Deferred.succeed(shuttingDown, undefined)
         yield* journal.stopWriting
         // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
-        yield* Fiber.interruptAll([lifetimeKeeper, ...Array.from(lifecycles, ([, fiber]) => fiber)])
+        yield* Fiber.interruptAll(Array.from(lifecycles, ([, fiber]) => fiber))
         const all = [...shells.byId.values()]
         yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
         const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
