@@ -84,14 +84,24 @@ export const kill = (dir: string): boolean => {
   }
 }
 
-/** Removes the cgroup and the (empty) cgroups below it, deepest first. Leaves what is still populated. */
+/**
+ * Removes the cgroup and the (empty) cgroups below it, deepest first. Leaves
+ * what is still populated. A shell's cgroup rarely has any below it, so it
+ * is listed only when removing it alone is refused.
+ */
 export const remove = (dir: string): boolean => {
+  const tried = rmdir(dir)
+  if (tried !== "EBUSY" && tried !== "ENOTEMPTY") return tried === true || tried === "ENOENT"
   for (const child of subdirs(dir)) remove(child)
+  return rmdir(dir) === true
+}
+
+const rmdir = (dir: string): true | string => {
   try {
     fs.rmdirSync(dir)
     return true
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ENOENT"
+    return (error as NodeJS.ErrnoException).code ?? "UNKNOWN"
   }
 }
 

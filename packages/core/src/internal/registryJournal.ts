@@ -9,6 +9,7 @@ import * as Fiber from "effect/Fiber"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Journal from "../Journal.js"
+import { nextMacrotask } from "./macrotask.js"
 
 export interface RegistryJournal {
   /** Marks the journal out of date: the writer rewrites it shortly. */
@@ -28,17 +29,6 @@ export interface Options {
   /** The live shells to record. */
   readonly live: Effect.Effect<ReadonlyArray<Journal.JournalShell>>
 }
-
-/**
- * Resumes after the current macrotask: the promise or callback of the start
- * that marked the journal out of date has run by then, so the write (a
- * rename, which on ext4 flushes the file) is not on its caller's path.
- * `Effect.yieldNow` resumes in a microtask, before the caller's `await` does.
- */
-const nextMacrotask = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
 
 /** A journal that is never written, for a registry without one. */
 export const disabled: RegistryJournal = { changed: Effect.void, writeNow: Effect.void, stopWriting: Effect.void, remove: Effect.void }
@@ -62,6 +52,7 @@ export const make = (options: Options): Effect.Effect<RegistryJournal, never, Sc
     }))
     const dirty = yield* Queue.sliding<void>(1)
     const writer = yield* Effect.forkScoped(
+      // after the macrotask of the start that marked it: the write (a rename, which on ext4 flushes the file) is not on its path
       Effect.forever(Queue.take(dirty).pipe(Effect.zipRight(nextMacrotask), Effect.zipRight(writeNow)))
     )
     const stopWriting = Effect.zipRight(Fiber.interrupt(writer), lock.withPermits(1)(Effect.sync(() => (removed = true))))
