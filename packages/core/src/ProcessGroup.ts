@@ -519,6 +519,43 @@ const joinSoon = (cell: Cell, pid: number): (() => void) => {
   return join
 }
 
+/** The group's value around its running leader, its sinks and its stop state. */
+const assemble = (
+  base: {
+    readonly shellId: string
+    readonly cell: Cell
+    readonly tty: boolean
+    readonly held: Omit<StopTarget, "pgid" | "sid">
+    readonly leaderStartTime: number | undefined
+  },
+  leader: Leader,
+  { closed, exit, output }: Sinks,
+  stopState: StopState
+): ProcessGroup => {
+  const group: ProcessGroup = {
+    shellId: base.shellId,
+    containment: base.cell.backend,
+    pid: leader.pid,
+    tty: base.tty,
+    leaderStartTime: base.leaderStartTime,
+    target: { pgid: leader.pid, sid: leader.pid, ...base.held },
+    output,
+    stdio: leader.stdio,
+    exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
+    awaitExit: Deferred.await(exit),
+    writeStdin: leader.writeStdin,
+    resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
+    // alone, a stop can wake on the leader's exit and the pipes closing
+    stop: (options) =>
+      stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(
+        Effect.map((reports) => reports[0]!)
+      ),
+    stopReport: Effect.sync(() => stopState.phase._tag === "Stopped" ? Option.some(stopState.phase.report) : Option.none()),
+    [StopStateId]: stopState
+  }
+  return group
+}
+
 /** Spawns `spec` in a new group; closing the scope stops the group. */
 export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
   yield* validate(spec)
@@ -559,35 +596,15 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       Effect.ignore
     )
     : undefined
-  const target: StopTarget = { pgid: pid, sid: pid, ...held }
   const stopState: StopState = {
     phase: { _tag: "NotAsked" },
     run: containment.stop,
     join,
     ready,
-    signalAtOnce: (signal) => Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, target, signal) : Effect.succeed(undefined))
+    signalAtOnce: (signal) =>
+      Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, group.target, signal) : Effect.succeed(undefined))
   }
-  const group: ProcessGroup = {
-    shellId,
-    containment: cell.backend,
-    pid,
-    tty,
-    leaderStartTime: Option.getOrUndefined(Option.map(lookup, (p) => p.startTime)),
-    target,
-    output,
-    stdio: leader.stdio,
-    exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
-    awaitExit: Deferred.await(exit),
-    writeStdin: leader.writeStdin,
-    resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
-    // alone, a stop can wake on the leader's exit and the pipes closing
-    stop: (options) =>
-      stopAll([group], { wakeOn: [Deferred.await(exit), Deferred.await(closed)], ...options }).pipe(
-        Effect.map((reports) => reports[0]!)
-      ),
-    stopReport: Effect.sync(() => stopState.phase._tag === "Stopped" ? Option.some(stopState.phase.report) : Option.none()),
-    [StopStateId]: stopState
-  }
+  const group = assemble({ shellId, cell, tty, held, leaderStartTime: Option.getOrUndefined(Option.map(lookup, (p) => p.startTime)) }, leader, sinks, stopState)
   if (watcher !== undefined) yield* watcher.update(shellId, group.target)
   yield* onClose(Effect.asVoid(group.stop()))
   return group
