@@ -60,7 +60,8 @@ export const signalAtOnce = (
   signal: Signal = "SIGTERM"
 ): Effect.Effect<ReadonlySet<number> | undefined> =>
   Effect.suspend(() => {
-    const pids = target.cgroup === undefined ? [] : Cgroup.procs(target.cgroup)
+    // the cell's own listing: a nested corral's cells below it hold other groups, which the stop signals by pid anyway
+    const pids = target.cgroup === undefined ? [] : Cgroup.ownProcs(target.cgroup)
     if (pids.length === 0) return Effect.succeed(undefined)
     return Effect.flatMap(table.signal(-target.pgid, signal), (accepted) =>
       accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))
@@ -108,8 +109,10 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   }
   // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
   const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid))
-  yield* membership.signal(run.first, byGroup)
-  yield* membership.signal("SIGCONT", byGroup)
+  if (byGroup.length > 0) {
+    yield* membership.signal(run.first, byGroup)
+    yield* membership.signal("SIGCONT", byGroup)
+  }
   yield* signalNewcomers(run)
   yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers)
   for (const p of run.progress) p.killed = p.group.live.length

@@ -26,17 +26,18 @@ export const ownPath = (procCgroup = readOr("/proc/self/cgroup")): string | unde
   return line === undefined || line.endsWith(" (deleted)") ? undefined : line.slice(3)
 }
 
-/** Pids of the cgroup and every cgroup below it. Zombies have already left. */
-export const procs = (dir: string): Array<number> => {
+/** Pids of the cgroup itself, not of the cgroups below it: one read. Zombies have already left. */
+export const ownProcs = (dir: string): Array<number> => {
   const out: Array<number> = []
-  const walk = (d: string) => {
-    const text = readOr(path.join(d, "cgroup.procs"))
-    for (const line of text.split("\n")) if (line !== "" && line !== "0") out.push(Number(line))
-    for (const child of subdirs(d)) walk(child)
-  }
-  walk(dir)
+  for (const line of readOr(path.join(dir, "cgroup.procs")).split("\n")) if (line !== "" && line !== "0") out.push(Number(line))
   return out
 }
+
+/** Pids of the cgroup and every cgroup below it. Zombies have already left. */
+export const procs = (dir: string): Array<number> => tree(dir).flatMap(ownProcs)
+
+/** The cgroup and every cgroup below it, parents first. */
+export const tree = (dir: string): Array<string> => [dir, ...subdirs(dir).flatMap(tree)]
 
 /**
  * Puts `pid` in the cgroup, as its wrapper also does first thing; whichever

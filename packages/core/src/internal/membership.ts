@@ -105,10 +105,14 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
    * empty reading, says a cgroup is empty, and a reading that found no one
    * while it is set is taken again.
    */
+  // each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again
+  const trees = new Map<string, ReadonlyArray<string>>()
   const cgroupMembers = (dir: string) =>
     Effect.gen(function*() {
       for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir); reading++) {
-        const found = yield* readLive(Cgroup.procs(dir))
+        const tree = Cgroup.tree(dir)
+        trees.set(dir, tree)
+        const found = yield* readLive(tree.flatMap(Cgroup.ownProcs))
         if (found.length > 0) return found
       }
       return []
@@ -128,7 +132,8 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     const { cgroup } = g.target
     if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
     return Effect.sync(() => {
-      const present = new Set(Cgroup.procs(cgroup))
+      // a known member is in a cgroup the last full reading listed (or gone with it)
+      const present = new Set((trees.get(cgroup) ?? Cgroup.tree(cgroup)).flatMap(Cgroup.ownProcs))
       g.live = g.live.filter((p) => present.has(p.pid))
     })
   }
