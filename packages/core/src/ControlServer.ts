@@ -119,6 +119,15 @@ const shellId = ({ id }: typeof Api.ShellPath.Type) =>
 /** An unknown shell as the refusal the client reads; other failures stay defects (500). */
 const refusal = (e: UnknownShell) => Api.UnknownShell.make({ error: "UnknownShell", message: e.message, known: e.known })
 
+/** The shell the path names, with its owner: the operator acts on behalf of whichever agent owns it, as a stop does. */
+const owned = (path: typeof Api.ShellPath.Type) =>
+  Effect.gen(function*() {
+    const id = yield* shellId(path)
+    const registry = yield* ShellRegistry
+    const { owner } = yield* Effect.mapError(registry.info(id), refusal)
+    return { id, registry, owner }
+  })
+
 const readAll = (id: string) =>
   Effect.flatMap(ShellRegistry, (registry) => registry.output(id, { mode: "all" })).pipe(
     // mode "all" takes no pattern or count: these cannot happen
@@ -181,10 +190,7 @@ const handlers = HttpApiBuilder.group(Api.ControlApi, "shells", (handlers) =>
       }))
     .handle("stdin", ({ path, payload }) =>
       Effect.gen(function*() {
-        const id = yield* shellId(path)
-        const registry = yield* ShellRegistry
-        const { owner } = yield* Effect.mapError(registry.info(id), refusal)
-        // the operator's input: on behalf of whichever agent owns the shell, as a stop is
+        const { id, owner } = yield* owned(path)
         const delivered = yield* ShellInput.send(id, payload, { owner }).pipe(
           Effect.catchTags({
             NotOwner: Effect.die,
@@ -196,9 +202,7 @@ const handlers = HttpApiBuilder.group(Api.ControlApi, "shells", (handlers) =>
       }))
     .handle("resize", ({ path, payload }) =>
       Effect.gen(function*() {
-        const id = yield* shellId(path)
-        const registry = yield* ShellRegistry
-        const { owner } = yield* Effect.mapError(registry.info(id), refusal)
+        const { id, owner, registry } = yield* owned(path)
         yield* registry.resize(id, payload, { owner }).pipe(
           Effect.catchTags({
             // the payload's schema has the same bounds
