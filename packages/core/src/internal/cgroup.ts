@@ -33,9 +33,6 @@ export const ownProcs = (dir: string): Array<number> => {
   return out
 }
 
-/** Pids of the cgroup and every cgroup below it. Zombies have already left. */
-export const procs = (dir: string): Array<number> => tree(dir).flatMap(ownProcs)
-
 /** The cgroup and every cgroup below it, parents first. */
 export const tree = (dir: string): Array<string> => [dir, ...subdirs(dir).flatMap(tree)]
 
@@ -65,7 +62,7 @@ const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
   const until = Date.now() + maxMs
   const stat = `/proc/${pid}/stat`
   while (Date.now() < until) {
-    if (procs(dir).includes(pid)) return true
+    if (ownProcs(dir).includes(pid)) return true
     if (/^\S+ \(.*\) [ZX] /s.test(readOr(stat)) || readOr(stat) === "") return false
     Atomics.wait(pause, 0, 0, 0.2)
   }

@@ -99,14 +99,14 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
   const readLive = (pids: ReadonlyArray<number>) =>
     Effect.map(Effect.forEach(pids, lookupLive), Option.reduceCompact([] as Array<ProcessInfo>, (ps, p) => [...ps, p]))
 
+  // each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again
+  const trees = new Map<string, ReadonlyArray<string>>()
   /**
    * A member listed may die before it is read, and the child it forked first
    * was not listed (a pid hopper): so the kernel's `populated` flag, not an
    * empty reading, says a cgroup is empty, and a reading that found no one
    * while it is set is taken again.
    */
-  // each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again
-  const trees = new Map<string, ReadonlyArray<string>>()
   const cgroupMembers = (dir: string) =>
     Effect.gen(function*() {
       for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir); reading++) {
