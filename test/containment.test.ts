@@ -14,6 +14,8 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Backend } from "@corral/core"
 import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "@corral/core"
+// the cgroup file operations themselves, below the public surface
+import * as Cgroup from "../packages/core/src/internal/cgroup.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -485,6 +487,17 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
       }).pipe(Effect.provide(layerFor("cgroup")))
       // the young one may be a cell its live owner is about to join
       expect({ old: fs.existsSync(dirs.old), young: fs.existsSync(path.join(dirs.young, "1-s1")) }).toEqual({ old: false, young: true })
+    }))
+
+  it.scopedLive("a cgroup's tree: the cgroups below it at any depth where it has some, itself alone where cgroup.stat counts none", () =>
+    Effect.gen(function*() {
+      const top = path.join(cgroupHome(), `corral-test-tree-${process.pid}`)
+      const dirs = [top, path.join(top, "a"), path.join(top, "a", "b"), path.join(top, "c")]
+      yield* Effect.acquireRelease(
+        Effect.sync(() => dirs.forEach((dir) => fs.mkdirSync(dir))),
+        () => Effect.sync(() => [...dirs].reverse().forEach((dir) => fs.existsSync(dir) && fs.rmdirSync(dir)))
+      )
+      expect({ top: Cgroup.tree(top).sort(), leaf: Cgroup.tree(dirs[2]!) }).toEqual({ top: [...dirs].sort(), leaf: [dirs[2]] })
     }))
 
   it.scopedLive("a supervisor whose parent cgroup was removed under it makes it again: its next shell is still held by its cgroup", () =>

@@ -33,8 +33,15 @@ export const ownProcs = (dir: string): Array<number> => {
   return out
 }
 
-/** The cgroup and every cgroup below it, parents first. */
-export const tree = (dir: string): Array<string> => [dir, ...subdirs(dir).flatMap(tree)]
+/**
+ * The cgroup and every cgroup below it, parents first. A shell's cell rarely
+ * has any below it (a nested corral's), and its `cgroup.stat` says so in one
+ * read, where listing the directory costs twice that.
+ */
+export const tree = (dir: string): Array<string> => hasDescendants(dir) ? [dir, ...subdirs(dir).flatMap(tree)] : [dir]
+
+/** Whether `cgroup.stat` counts a cgroup below this one; true when it cannot be read, so the directory is listed. */
+const hasDescendants = (dir: string): boolean => !/^nr_descendants 0$/m.test(readOr(path.join(dir, "cgroup.stat")))
 
 /**
  * Puts `pid` in the cgroup, as its wrapper also does first thing; whichever
