@@ -29,6 +29,8 @@ import * as Stream from "effect/Stream"
 import * as ExitCode from "./internal/exitCode.js"
 import type { McpArgs } from "./internal/mcpArgs.js"
 import * as McpArgsParser from "./internal/mcpArgs.js"
+import type * as McpEarlyInitialize from "./internal/mcpEarlyInitialize.js"
+import { SERVER_NAME } from "./internal/mcpEarlyInitialize.js"
 import * as McpWire from "./internal/mcpWire.js"
 import * as Signals from "./internal/signals.js"
 import * as Stdio from "./internal/stdio.js"
@@ -141,21 +143,44 @@ const serverLayer = (
   stdin: Stream.Stream<Uint8Array>,
   wire: McpWire.Wire,
   clientName: Deferred.Deferred<string>,
-  initialized: Deferred.Deferred<void>
+  initialized: Deferred.Deferred<void>,
+  toolsAdded: Deferred.Deferred<void>
 ) =>
-  Layer.mergeAll(McpTools.layer, McpTools.noticesLayer({ owner: OWNER }), nameAfterClient(args, clientName)).pipe(
+  Layer.mergeAll(
+    McpTools.layer.pipe(Layer.tap(() => Deferred.succeed(toolsAdded, undefined))),
+    McpTools.noticesLayer({ owner: OWNER }),
+    nameAfterClient(args, clientName)
+  ).pipe(
     Layer.provide(ShellTools.layer({ owner: OWNER, cwd: args.cwd })),
-    Layer.provide(McpServer.layerStdio({ name: "corral", version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
+    Layer.provide(McpServer.layerStdio({ name: SERVER_NAME, version: version(), stdin, stdout: wire.output(NodeSink.stdout) })),
     Layer.provide(Layer.merge(registryLayer(args, initialized), PermissionGate.layer)),
     Layer.provide(limitsLayer(args))
   )
+
+/** stdin as the server reads it: first what the dispatcher read of it, if anything. */
+const stdinAfter = (early: McpEarlyInitialize.Handover | undefined): Stream.Stream<Uint8Array> => {
+  if (early === undefined) return NodeStream.stdin
+  const rest = early.ended ? Stream.empty : NodeStream.stdin
+  return early.read.length === 0 ? rest : Stream.concat(Stream.make(early.read), rest)
+}
+
+/**
+ * The server runs before its tools are added (it provides the service they
+ * are added to): a request it read then would be answered without them
+ * (initialize without the tools capability, an empty tools/list). So it
+ * reads stdin once they are added, and one timer later: the server sends
+ * its clients the tools' list_changed notification from a timer of 0 ms,
+ * which is to go to none (no client has initialized yet), as it did when
+ * stdin was read no sooner than the event loop's next poll.
+ */
+const untilToolsAdded = (toolsAdded: Deferred.Deferred<void>) => Effect.zipRight(Deferred.await(toolsAdded), Effect.sleep(0))
 
 /**
  * Serves until stdin closes (exit 0) or a signal arrives (128+N). The server
  * reads a stdin that never ends, so noticing the close is this function's
  * job alone; leaving the scope then stops every shell.
  */
-const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
+const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs, early: McpEarlyInitialize.Handover | undefined) {
   const signalled = yield* Signals.listen(Signals.terminationSignals)
   const stdinClosed = yield* Deferred.make<void>()
   // what the server cannot take never reaches it: a bad line is answered here, and the next one served
@@ -164,15 +189,18 @@ const serve = Effect.fn("Mcp.serve")(function*(args: McpArgs) {
   const wire = McpWire.make({
     tools: Object.keys(ShellTools.toolkit.tools),
     onClientName: (name) => Deferred.unsafeDone(clientName, Effect.succeed(name)),
-    onInitialized: () => Deferred.unsafeDone(initialized, Effect.void)
+    onInitialized: () => Deferred.unsafeDone(initialized, Effect.void),
+    answered: early?.answered,
+    onAnsweredDiffers: (sent, server) => printError(`internal error: initialize was answered ${sent.trimEnd()} before the server loaded, and the server answers ${server}. Please report it.`)
   })
-  const stdin = NodeStream.stdin.pipe(
+  const toolsAdded = yield* Deferred.make<void>()
+  const stdin = Stream.unwrap(Effect.as(untilToolsAdded(toolsAdded), stdinAfter(early))).pipe(
     Stream.onEnd(Deferred.succeed(stdinClosed, undefined)),
     Stream.concat(Stream.never),
     wire.input(Stdio.write)
   )
   // in a fiber of its own: the stdio protocol interrupts the fiber that built it when it stops reading
-  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire, clientName, initialized)))
+  const server = yield* Effect.forkScoped(Layer.launch(serverLayer(args, stdin, wire, clientName, initialized, toolsAdded)))
   const stopped = Effect.raceFirst(Effect.as(Deferred.await(stdinClosed), 0), Effect.map(signalled, ExitCode.ofSignal))
   // a server that cannot start (bad configuration) fails at once
   return yield* Effect.raceFirst(Fiber.join(server), stopped)
@@ -183,11 +211,11 @@ type McpError = UsageError | ConfigError.ConfigError | ContainmentUnavailable
 const messageOf = (error: McpError): string =>
   error._tag === "ConfigError" ? `bad configuration: ${error}` : error.message
 
-const program = (argv: ReadonlyArray<string>) =>
+const program = (argv: ReadonlyArray<string>, early: McpEarlyInitialize.Handover | undefined) =>
   Effect.gen(function*() {
     const parsed = yield* McpArgsParser.parse(argv)
     if (parsed._tag === "Help") return yield* Effect.as(Effect.sync(() => writeOut(usage)), 0)
-    return yield* serve(parsed.args)
+    return yield* serve(parsed.args, early)
   }).pipe(
     Effect.catchAll((error: McpError) => Effect.as(Effect.sync(() => printError(messageOf(error))), ExitCode.Failed)),
     // the default logger writes to stdout, which belongs to the protocol
@@ -196,10 +224,11 @@ const program = (argv: ReadonlyArray<string>) =>
 
 /**
  * Runs `corral mcp` with the words after `mcp`, then exits: stdin may still
- * be open after a signal, and nothing else is left to wait for.
+ * be open after a signal, and nothing else is left to wait for. `early` is
+ * what the dispatcher read of stdin and answered before this was loaded.
  */
-export const main = (argv: ReadonlyArray<string>): void => {
-  void Effect.runPromiseExit(program(argv)).then((exit) => {
+export const main = (argv: ReadonlyArray<string>, early?: McpEarlyInitialize.Handover): void => {
+  void Effect.runPromiseExit(program(argv, early)).then((exit) => {
     if (Exit.isFailure(exit)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
     process.exit(Exit.isSuccess(exit) ? exit.value : ExitCode.Failed)
   })

@@ -6,15 +6,17 @@
  *
  * A command module (`Run.ts`, `Mcp.ts`, ...) exports `main(args)`, called with
  * the words after the command name; from then on it owns the process and sets
- * `process.exitCode`.
+ * `process.exitCode`. `corral mcp` is given what the dispatcher read of stdin
+ * too: its client's `initialize` is answered before its code is loaded.
  */
 import * as fs from "node:fs"
 import * as v8 from "node:v8"
 import { Failed } from "./internal/exitCode.js"
+import * as McpEarlyInitialize from "./internal/mcpEarlyInitialize.js"
 import { printError, writeOut } from "./internal/print.js"
 
 interface CommandModule {
-  readonly main: (args: ReadonlyArray<string>) => void
+  readonly main: (args: ReadonlyArray<string>, early?: McpEarlyInitialize.Handover) => void
 }
 
 interface Command {
@@ -25,6 +27,11 @@ interface Command {
    * code cache (internal/codeCache.ts) unusable at every start.
    */
   readonly v8Flags?: ReadonlyArray<string>
+  /**
+   * What the command's client waits for first, done before its code is
+   * loaded; its result is handed to the command's `main`.
+   */
+  readonly early?: (args: ReadonlyArray<string>) => Promise<McpEarlyInitialize.Handover | undefined>
   readonly synopsis: string
   readonly summary: string
 }
@@ -41,6 +48,8 @@ const commands: Readonly<Record<string, Command>> = {
     // linear-time engine instead of running into the pattern workers' time
     // limit; nothing else changes (it acts only past 50,000 backtracks)
     v8Flags: ["--enable-experimental-regexp-engine-on-excessive-backtracks"],
+    // the answer to `initialize`, which needs nothing the server loads (docs/adr/0024)
+    early: (args) => McpEarlyInitialize.start(args, version),
     synopsis: "mcp [--cwd DIR] [--max-shells N] [--grace D]",
     summary: "serve background shells to an AI agent over MCP (stdio)"
   },
@@ -77,7 +86,8 @@ const dispatch = async (name: string, args: ReadonlyArray<string>) => {
     return fail(`unknown ${what} ${JSON.stringify(name)}: run \`corral --help\` for the commands`)
   }
   for (const flag of command.v8Flags ?? []) v8.setFlagsFromString(flag)
-  ;(await command.load()).main(args)
+  const early = await command.early?.(args)
+  ;(await command.load()).main(args, early)
 }
 
 const [name, ...args] = process.argv.slice(2)

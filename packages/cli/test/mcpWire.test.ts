@@ -165,6 +165,23 @@ describe("McpWire.restore", () => {
     expect(message.error.message.length).toBeLessThan(200)
   })
 
+  it("drops the server's answer to the initialize answered before it loaded, and says when it differs", () => {
+    const result = { protocolVersion: "2025-06-18", capabilities: { completions: {} }, serverInfo: { name: "corral", version: "1" } }
+    const early = JSON.stringify({ jsonrpc: "2.0", id: "i", result: { ...result, capabilities: { completions: {}, logging: {} } } }) + "\n"
+    const differs: Array<string> = []
+    let initialized = 0
+    const wire = McpWire.make({ tools, answered: early, onAnsweredDiffers: (_, server) => differs.push(server), onInitialized: () => initialized++ })
+    const initialize = (id: string) => parse(wire.screen(JSON.stringify({ jsonrpc: "2.0", id, method: "initialize", params: {} })).forward)[0]
+    expect(wire.restore(JSON.stringify({ jsonrpc: "2.0", id: initialize("i").id, result }) + "\n")).toBe("")
+    expect({ differs, initialized }).toEqual({ differs: [], initialized: 1 })
+    // only the first: a second initialize is answered by the server, and a different answer is told
+    expect(JSON.parse(wire.restore(JSON.stringify({ jsonrpc: "2.0", id: initialize("j").id, result }) + "\n"))).toMatchObject({ id: "j" })
+    const other = McpWire.make({ tools, answered: early, onAnsweredDiffers: (_, server) => differs.push(server) })
+    const [request] = parse(other.screen(JSON.stringify({ jsonrpc: "2.0", id: "i", method: "initialize", params: {} })).forward)
+    expect(other.restore(JSON.stringify({ jsonrpc: "2.0", id: request.id, result: { ...result, protocolVersion: "2024-11-05" } }) + "\n")).toBe("")
+    expect(differs).toEqual([expect.stringContaining(`"protocolVersion":"2024-11-05"`)])
+  })
+
   it("passes the server's own requests and notifications through as they are", () => {
     const wire = McpWire.make({ tools })
     const line = `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n`

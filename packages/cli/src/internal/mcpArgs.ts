@@ -7,6 +7,7 @@ import * as DurationInput from "@corral/core/DurationInput"
 import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as ContainmentArg from "./containmentArg.js"
+import { options } from "./mcpOptions.js"
 import { UsageError } from "./usageError.js"
 
 export interface McpArgs {
@@ -23,16 +24,6 @@ export interface McpArgs {
 export type Parsed =
   | { readonly _tag: "Help" }
   | { readonly _tag: "Serve"; readonly args: McpArgs }
-
-const options = {
-  cwd: { type: "string" },
-  "max-shells": { type: "string" },
-  grace: { type: "string" },
-  containment: { type: "string" },
-  shell: { type: "string" },
-  name: { type: "string" },
-  help: { type: "boolean", short: "h" }
-} as const
 
 const usageError = (message: string) => Either.left(new UsageError({ message }))
 

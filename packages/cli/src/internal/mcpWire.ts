@@ -32,6 +32,8 @@ interface Pending {
   readonly id: Id
   readonly method: string
   cancelled: boolean
+  /** The answer the client has already (mcpEarlyInitialize.ts): the server's is not sent again. */
+  readonly answered?: string | undefined
 }
 
 /** A line of stdin, or the length of one too long to keep. */
@@ -103,8 +105,16 @@ export interface Options {
   readonly tools: ReadonlyArray<string>
   /** Told the client's `clientInfo.name` when it initializes. */
   readonly onClientName?: ((name: string) => void) | undefined
-  /** Told when the answer to `initialize` goes out. */
+  /** Told when the answer to `initialize` goes out, or (when it went out early) when the server gives its own. */
   readonly onInitialized?: (() => void) | undefined
+  /**
+   * The answer to the first `initialize` that the dispatcher sent before the
+   * server was loaded (mcpEarlyInitialize.ts), with its newline: the server's
+   * own answer to that request is dropped.
+   */
+  readonly answered?: string | undefined
+  /** Told the server's own answer when it is not the one sent early (a bug: the client got another). */
+  readonly onAnsweredDiffers?: ((early: string, server: string) => void) | undefined
 }
 
 /** One session's guard: the ids in flight are shared by the way in and the way out. */
@@ -112,6 +122,7 @@ export const make = (options: Options) => {
   const pending = new Map<number, Pending>()
   const inFlight = new Map<string, number>()
   let nextId = 1
+  let answered = options.answered
   const tools = new Set(options.tools)
   const toolList = listed(options.tools)
 
@@ -156,7 +167,10 @@ export const make = (options: Options) => {
       options.onClientName?.(params.clientInfo.name)
     }
     const internal = nextId++
-    pending.set(internal, { id, method, cancelled: false })
+    // the first line was that initialize, so the first one the server gets is it
+    const early = method === "initialize" ? answered : undefined
+    if (early !== undefined) answered = undefined
+    pending.set(internal, { id, method, cancelled: false, answered: early })
     inFlight.set(keyOf(id), internal)
     return forward({ ...message, id: internal, ...(params === undefined ? {} : { params }) })
   }
@@ -260,9 +274,12 @@ export const make = (options: Options) => {
     if (inFlight.get(keyOf(entry.id)) === internal) inFlight.delete(keyOf(entry.id))
     if (entry.cancelled) return undefined
     if (entry.method === "initialize") options.onInitialized?.()
-    return error === undefined
+    const restored = error === undefined
       ? JSON.stringify({ jsonrpc: "2.0", id: entry.id, result: entry.method === "initialize" ? withLogging(message.result) : message.result })
       : JSON.stringify({ jsonrpc: "2.0", id: entry.id, error: shortError(entry.method, error) })
+    if (entry.answered === undefined) return restored
+    if (`${restored}\n` !== entry.answered) options.onAnsweredDiffers?.(entry.answered, restored)
+    return undefined
   }
 
   /** What the server wrote (one or more lines), as the client gets it. */
