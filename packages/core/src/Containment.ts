@@ -271,7 +271,7 @@ const reapLeftovers = (home: string) =>
       }
       const owner = yield* table.lookup(Number(m[3]))
       if (Option.exists(owner, (p) => p.startTime === Number(m[4]) && !isGone(p))) continue
-      const shells = Cgroup.subdirs(dir).filter(Cgroup.populated)
+      const shells = Cgroup.subdirs(dir).filter((shell) => Cgroup.populated(shell))
       if (shells.length > 0) {
         yield* GroupStop.stopGroups(shells.map((cgroup) => ({ pgid: 0, sid: 0, startTime: 0, cgroup })))
         yield* Effect.logWarning(`reaped ${shells.length} shell cgroup(s) left by dead supervisor pid ${m[3]}: ${shells.join(", ")}`)

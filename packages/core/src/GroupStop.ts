@@ -95,42 +95,48 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   targets: ReadonlyArray<StopTarget>,
   options?: StopOptions
 ) {
-  const limits = yield* Limits
   const membership = MembershipImpl.make(yield* ProcessTable, targets)
-  const began = yield* Clock.currentTimeMillis
-  yield* membership.scan
-  const atOnce = options?.sentAtOnce ?? new Map<number, ReadonlySet<number>>()
-  const first = options?.signal ?? "SIGTERM"
-  const run: Run = {
-    membership,
-    progress: membership.groups.map((group) => progressOf(group, atOnce.get(group.target.pgid), first, began)),
-    wake: makeWake(options?.wakeOn ?? []),
-    first
-  }
-  // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
-  const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid))
-  if (byGroup.length > 0) {
-    yield* membership.signal(run.first, byGroup)
-    yield* membership.signal("SIGCONT", byGroup)
-  }
-  yield* signalNewcomers(run)
-  yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers)
-  for (const p of run.progress) p.killed = p.group.live.length
-  yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
-  if (isAnyAlive(run)) yield* membership.scan
-  const finished = yield* Clock.currentTimeMillis
-  return run.progress.map(({ emptiedAt, group, killed, members }): StopReport => ({
-    pgid: group.target.pgid,
-    containment: backendOf(group.target),
-    signals: { ...group.sent },
-    escalated: killed > 0,
-    killed,
-    durationMs: (group.live.length > 0 ? finished : emptiedAt ?? finished) - began,
-    members,
-    survivors: group.live.map((p) => p.pid),
-    escaped: [...group.escaped]
-  }))
+  return yield* Effect.ensuring(stopMembers(membership, options), membership.release)
 })
+
+/** The stop's sequence, over the members as `membership` finds them. */
+const stopMembers = (membership: Membership, options: StopOptions | undefined) =>
+  Effect.gen(function*() {
+    const limits = yield* Limits
+    const began = yield* Clock.currentTimeMillis
+    yield* membership.scan
+    const atOnce = options?.sentAtOnce ?? new Map<number, ReadonlySet<number>>()
+    const first = options?.signal ?? "SIGTERM"
+    const run: Run = {
+      membership,
+      progress: membership.groups.map((group) => progressOf(group, atOnce.get(group.target.pgid), first, began)),
+      wake: makeWake(options?.wakeOn ?? []),
+      first
+    }
+    // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
+    const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid))
+    if (byGroup.length > 0) {
+      yield* membership.signal(run.first, byGroup)
+      yield* membership.signal("SIGCONT", byGroup)
+    }
+    yield* signalNewcomers(run)
+    yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers)
+    for (const p of run.progress) p.killed = p.group.live.length
+    yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
+    if (isAnyAlive(run)) yield* membership.scan
+    const finished = yield* Clock.currentTimeMillis
+    return run.progress.map(({ emptiedAt, group, killed, members }): StopReport => ({
+      pgid: group.target.pgid,
+      containment: backendOf(group.target),
+      signals: { ...group.sent },
+      escalated: killed > 0,
+      killed,
+      durationMs: (group.live.length > 0 ? finished : emptiedAt ?? finished) - began,
+      members,
+      survivors: group.live.map((p) => p.pid),
+      escaped: [...group.escaped]
+    }))
+  })
 
 /** A group's progress as its stop begins; `reached`: the pids `signalAtOnce` signalled in its group. */
 const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, first: Signal, began: number): Progress => {

@@ -26,10 +26,13 @@ export const ownPath = (procCgroup = readOr("/proc/self/cgroup")): string | unde
   return line === undefined || line.endsWith(" (deleted)") ? undefined : line.slice(3)
 }
 
+/** Reads a kernel file whole; "" where it cannot be read. */
+export type Read = (file: string) => string
+
 /** Pids of the cgroup itself, not of the cgroups below it: one read. Zombies have already left. */
-export const ownProcs = (dir: string): Array<number> => {
+export const ownProcs = (dir: string, read: Read = readOr): Array<number> => {
   const out: Array<number> = []
-  for (const line of readOr(path.join(dir, "cgroup.procs")).split("\n")) if (line !== "" && line !== "0") out.push(Number(line))
+  for (const line of read(path.join(dir, "cgroup.procs")).split("\n")) if (line !== "" && line !== "0") out.push(Number(line))
   return out
 }
 
@@ -38,10 +41,11 @@ export const ownProcs = (dir: string): Array<number> => {
  * has any below it (a nested corral's), and its `cgroup.stat` says so in one
  * read, where listing the directory costs twice that.
  */
-export const tree = (dir: string): Array<string> => hasDescendants(dir) ? [dir, ...subdirs(dir).flatMap(tree)] : [dir]
+export const tree = (dir: string, read: Read = readOr): Array<string> =>
+  hasDescendants(dir, read) ? [dir, ...subdirs(dir).flatMap((sub) => tree(sub, read))] : [dir]
 
 /** Whether `cgroup.stat` counts a cgroup below this one; true when it cannot be read, so the directory is listed. */
-const hasDescendants = (dir: string): boolean => !/^nr_descendants 0$/m.test(readOr(path.join(dir, "cgroup.stat")))
+const hasDescendants = (dir: string, read: Read): boolean => !/^nr_descendants 0$/m.test(read(path.join(dir, "cgroup.stat")))
 
 /**
  * Puts `pid` in the cgroup, as its wrapper also does first thing; whichever
@@ -77,7 +81,7 @@ const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
 }
 
 /** Whether any live process is in the cgroup or below; false once it is gone. */
-export const populated = (dir: string): boolean => /^populated 1$/m.test(readOr(path.join(dir, "cgroup.events")))
+export const populated = (dir: string, read: Read = readOr): boolean => /^populated 1$/m.test(read(path.join(dir, "cgroup.events")))
 
 /** SIGKILLs everything in the cgroup and below, atomically against forks. False where `cgroup.kill` is missing (Linux < 5.14). */
 export const kill = (dir: string): boolean => {

@@ -26,6 +26,7 @@ import type { Backend } from "../GroupStop.js"
 import type { ProcessInfo, Signal } from "../ProcessTable.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
+import { makeKeptFiles } from "./readSmall.js"
 
 /** The backend that held a target. */
 export const backendOf = (target: StopTarget): Backend =>
@@ -76,10 +77,15 @@ export interface Membership {
   readonly signalEach: (group: Group, members: ReadonlyArray<ProcessInfo>, signal: Signal) => Effect.Effect<void>
   /** SIGKILLs every member, frozen first where membership is not exact; each group's `live` is then whom it struck. */
   readonly kill: Effect.Effect<void>
+  /** Closes the files the membership kept open to read again. */
+  readonly release: Effect.Effect<void>
 }
 
 /** How often a cgroup that the kernel says is populated is read before an empty reading is believed. */
 const MAX_CGROUP_READINGS = 100
+
+/** How many cgroup files a stop keeps open to read again: two per shell (its listing and its events) for most stops. */
+const MAX_KEPT_FILES = 64
 
 /** How many freeze rounds a kill makes before it strikes what it holds. */
 const MAX_FREEZE_ROUNDS = 20
@@ -101,6 +107,15 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
 
   // each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again
   const trees = new Map<string, ReadonlyArray<string>>()
+  // a stop reads a cgroup's listing and events again and again: kept open, each read is one syscall, not three
+  const files = makeKeptFiles(MAX_KEPT_FILES)
+  const read: Cgroup.Read = (file) => {
+    try {
+      return files.read(file)
+    } catch {
+      return ""
+    }
+  }
   /**
    * A member listed may die before it is read, and the child it forked first
    * was not listed (a pid hopper): so the kernel's `populated` flag, not an
@@ -109,10 +124,10 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
    */
   const cgroupMembers = (dir: string) =>
     Effect.gen(function*() {
-      for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir); reading++) {
-        const tree = Cgroup.tree(dir)
+      for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir, read); reading++) {
+        const tree = Cgroup.tree(dir, read)
         trees.set(dir, tree)
-        const found = yield* readLive(tree.flatMap(Cgroup.ownProcs))
+        const found = yield* readLive(tree.flatMap((cgroup) => Cgroup.ownProcs(cgroup, read)))
         if (found.length > 0) return found
       }
       return []
@@ -133,7 +148,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
     return Effect.sync(() => {
       // a known member is in a cgroup the last full reading listed (or gone with it)
-      const present = new Set((trees.get(cgroup) ?? Cgroup.tree(cgroup)).flatMap(Cgroup.ownProcs))
+      const present = new Set((trees.get(cgroup) ?? Cgroup.tree(cgroup, read)).flatMap((dir) => Cgroup.ownProcs(dir, read)))
       g.live = g.live.filter((p) => present.has(p.pid))
     })
   }
@@ -146,7 +161,8 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     recheck,
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
-    kill: makeKill(groups, find, signals.toFound)
+    kill: makeKill(groups, find, signals.toFound),
+    release: Effect.sync(files.close)
   }
 }
 

@@ -12,12 +12,53 @@ const scratch = Buffer.allocUnsafe(4096)
 export const readSmall = (path: string): string => {
   const fd = fs.openSync(path, "r")
   try {
-    let length = fs.readSync(fd, scratch, 0, scratch.length, null)
-    if (length < scratch.length) return scratch.toString("latin1", 0, length)
-    const parts = [Buffer.from(scratch)]
-    while ((length = fs.readSync(fd, scratch, 0, scratch.length, null)) > 0) parts.push(Buffer.from(scratch.subarray(0, length)))
-    return Buffer.concat(parts).toString("latin1")
+    return readFrom(fd, null)
   } finally {
     fs.closeSync(fd)
   }
+}
+
+/** What an open file holds from `start` (or from where it stands, for `null`) to its end. */
+const readFrom = (fd: number, start: number | null): string => {
+  let length = fs.readSync(fd, scratch, 0, scratch.length, start)
+  if (length < scratch.length) return scratch.toString("latin1", 0, length)
+  const parts = [Buffer.from(scratch)]
+  let position = start === null ? null : start + length
+  while ((length = fs.readSync(fd, scratch, 0, scratch.length, position)) > 0) {
+    parts.push(Buffer.from(scratch.subarray(0, length)))
+    if (position !== null) position += length
+  }
+  return Buffer.concat(parts).toString("latin1")
+}
+
+/**
+ * Small kernel files kept open, each read again from its start (`pread`):
+ * one syscall a read, where opening and closing one cost five to ten times
+ * that on this VM. For what a stop polls; at most `max` are kept, the rest
+ * are read as `readSmall` does. A read fails as `readSmall` does; a kept
+ * file that fails is closed, and opened afresh on the next read (a cgroup
+ * removed and made again under the same name is a new file).
+ */
+export const makeKeptFiles = (max: number) => {
+  const kept = new Map<string, number>()
+  const forget = (path: string) => {
+    const fd = kept.get(path)
+    kept.delete(path)
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+  const read = (path: string): string => {
+    let fd = kept.get(path)
+    if (fd === undefined) {
+      if (kept.size >= max) return readSmall(path)
+      fd = fs.openSync(path, "r")
+      kept.set(path, fd)
+    }
+    try {
+      return readFrom(fd, 0)
+    } catch (error) {
+      forget(path)
+      throw error
+    }
+  }
+  return { read, close: () => [...kept.keys()].forEach(forget) }
 }
