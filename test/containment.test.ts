@@ -16,6 +16,7 @@ import type { Backend } from "@corral/core"
 import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "@corral/core"
 // the cgroup file operations themselves, below the public surface
 import * as Cgroup from "../packages/core/src/internal/cgroup.js"
+import { makeKeptFiles } from "../packages/core/src/internal/readSmall.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -498,6 +499,33 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
         () => Effect.sync(() => [...dirs].reverse().forEach((dir) => fs.existsSync(dir) && fs.rmdirSync(dir)))
       )
       expect({ top: Cgroup.tree(top).sort(), leaf: Cgroup.tree(dirs[2]!) }).toEqual({ top: [...dirs].sort(), leaf: [dirs[2]] })
+    }))
+
+  it.scopedLive("a kept cgroup file reads what is there now; once its cgroup is gone it fails once, then reads the one made again under the name", () =>
+    Effect.gen(function*() {
+      const dir = path.join(cgroupHome(), `corral-test-kept-${process.pid}`)
+      const rmdir = () => fs.existsSync(dir) && fs.rmdirSync(dir)
+      const files = yield* Effect.acquireRelease(Effect.sync(() => makeKeptFiles(1)), (kept) => Effect.sync(() => (kept.close(), rmdir())))
+      fs.mkdirSync(dir)
+      const procs = path.join(dir, "cgroup.procs")
+      const before = files.read(procs)
+      const child = spawn("sh", ["-c", `echo $$ > ${procs} && exec sleep 5`], { stdio: "ignore" })
+      yield* waitUntil("the child in its cgroup", () => fs.readFileSync(procs, "latin1") !== "")
+      const during = files.read(procs)
+      child.kill("SIGKILL")
+      yield* waitUntil("the child gone", () => fs.readFileSync(procs, "latin1") === "")
+      rmdir()
+      fs.mkdirSync(dir)
+      const stale = Effect.runSync(Effect.either(Effect.try(() => files.read(procs))))
+      // beyond what it keeps, a file is read as readSmall reads it
+      const unkept = files.read(path.join(dir, "cgroup.events"))
+      expect({ before, during, stale: stale._tag, after: files.read(procs), unkept }).toEqual({
+        before: "",
+        during: `${child.pid}\n`,
+        stale: "Left",
+        after: "",
+        unkept: fs.readFileSync(path.join(dir, "cgroup.events"), "latin1")
+      })
     }))
 
   it.scopedLive("a supervisor whose parent cgroup was removed under it makes it again: its next shell is still held by its cgroup", () =>

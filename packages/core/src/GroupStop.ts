@@ -52,16 +52,18 @@ export type SentAtOnce = ReadonlyMap<number, ReadonlySet<number>>
  * stop proper scans anything, so the command is already going while the
  * stop looks for the rest. Only for a caller that holds the group's leader
  * unreaped: then no other process can have taken its id. The cgroup's
- * listing, read first, says who got it; with none, nothing is sent.
+ * listing, read first (with `read`, as from a file kept open), says who got
+ * it; with none, nothing is sent.
  */
 export const signalAtOnce = (
   table: ProcessTable["Type"],
   target: StopTarget,
-  signal: Signal = "SIGTERM"
+  signal: Signal = "SIGTERM",
+  read?: Cgroup.Read
 ): Effect.Effect<ReadonlySet<number> | undefined> =>
   Effect.suspend(() => {
     // the cell's own listing: a nested corral's cells below it hold other groups, which the stop signals by pid anyway
-    const pids = target.cgroup === undefined ? [] : Cgroup.ownProcs(target.cgroup)
+    const pids = target.cgroup === undefined ? [] : Cgroup.ownProcs(target.cgroup, read)
     if (pids.length === 0) return Effect.succeed(undefined)
     return Effect.flatMap(table.signal(-target.pgid, signal), (accepted) =>
       accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))

@@ -109,13 +109,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
   const trees = new Map<string, ReadonlyArray<string>>()
   // a stop reads a cgroup's listing and events again and again: kept open, each read is one syscall, not three
   const files = makeKeptFiles(MAX_KEPT_FILES)
-  const read: Cgroup.Read = (file) => {
-    try {
-      return files.read(file)
-    } catch {
-      return ""
-    }
-  }
+  const read = files.readOr
   /**
    * A member listed may die before it is read, and the child it forked first
    * was not listed (a pid hopper): so the kernel's `populated` flag, not an

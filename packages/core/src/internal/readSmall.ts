@@ -35,7 +35,8 @@ const readFrom = (fd: number, start: number | null): string => {
  * Small kernel files kept open, each read again from its start (`pread`):
  * one syscall a read, where opening and closing one cost five to ten times
  * that on this VM. For what a stop polls; at most `max` are kept, the rest
- * are read as `readSmall` does. A read fails as `readSmall` does; a kept
+ * are read as `readSmall` does. A read fails as `readSmall` does (`readOr`
+ * gives "" instead); a kept
  * file that fails is closed, and opened afresh on the next read (a cgroup
  * removed and made again under the same name is a new file).
  */
@@ -60,5 +61,14 @@ export const makeKeptFiles = (max: number) => {
       throw error
     }
   }
-  return { read, close: () => [...kept.keys()].forEach(forget) }
+  const readOr = (path: string): string => {
+    try {
+      return read(path)
+    } catch {
+      return ""
+    }
+  }
+  return { read, readOr, close: () => [...kept.keys()].forEach(forget) }
 }
+
+export type KeptFiles = ReturnType<typeof makeKeptFiles>
