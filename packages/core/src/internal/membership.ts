@@ -139,6 +139,8 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
   /** A cgroup's listing holds only its live members, ours whoever they are: one read for all of them, not one per member. */
   const recheckGroup = (g: Group) => {
     const { cgroup } = g.target
+    // none known: nothing to read (a stop of many groups rechecks the ones that have not emptied yet)
+    if (g.live.length === 0) return Effect.void
     if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
     return Effect.sync(() => {
       // a known member is in a cgroup the last full reading listed (or gone with it)
