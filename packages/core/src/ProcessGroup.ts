@@ -336,13 +336,10 @@ const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) 
       // some failures (E2BIG for a command too large) are thrown at once instead of emitted
       return resume(Effect.fail(new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause })))
     }
-    const onError = (cause: NodeJS.ErrnoException) =>
-      resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause })))
-    child.once("error", onError)
-    child.once("spawn", () => {
-      child.off("error", onError)
-      resume(Effect.succeed(connectChild(child, spec, sinks)))
-    })
+    // a pid means the exec succeeded (spawn waits for it): the `spawn` event a tick later would only delay the start
+    if (child.pid !== undefined) return resume(Effect.succeed(connectChild(child, spec, sinks)))
+    child.once("error", (cause: NodeJS.ErrnoException) =>
+      resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause }))))
   })
 
 const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, forked, output }: Sinks): Leader => {

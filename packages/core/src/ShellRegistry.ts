@@ -229,10 +229,17 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   })
 })
 
-/** A spec as the registry runs it: its shell, the unbuffered environment, its tag. */
+/**
+ * A spec as the registry runs it: its shell, the unbuffered environment, its
+ * tag. The supervisor's own environment is added by the spawn (`extendEnv`),
+ * not copied here as well: a copy of `process.env` costs a call into the
+ * runtime per variable, on every start's path.
+ */
 export const withShell = (spec: SpawnSpec, shell: CommandShell.CommandShell, shellId: string): SpawnSpec => ({
   ...spec,
   shell: spec.shell ?? shell.path,
-  env: CommandShell.environment({ ...process.env, ...spec.env }),
+  env: spec.extendEnv === false
+    ? CommandShell.environment(spec.env ?? {})
+    : { ...CommandShell.unbufferedUnset(process.env), ...spec.env },
   shellId
 })

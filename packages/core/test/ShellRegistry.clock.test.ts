@@ -125,12 +125,16 @@ describe("the cap on running shells", () => {
       yield* awaitEvent(seen, first.id, "Exited")
       yield* awaitEvent(seen, second.id, "Exited")
       const third = yield* registry.start(sleeper, { owner })
-      expect(eventsOf(seen, first.id)).toEqual(["Started", "Exited"])
+      expect((yield* registry.list).map((s) => s.id)).toEqual([first.id, second.id, third.id])
 
+      // a start returns once its shell is registered; subscribers get the drop's event a moment later
       const fourth = yield* registry.start(sleeper, { owner })
+      expect((yield* registry.list).map((s) => s.id)).toEqual([second.id, third.id, fourth.id])
+      yield* awaitEvent(seen, first.id, "Dropped")
       expect(eventsOf(seen, first.id)).toEqual(["Started", "Exited", "Dropped"])
       expect(eventsOf(seen, second.id)).toEqual(["Started", "Exited"])
       const fifth = yield* registry.start(sleeper, { owner })
+      yield* awaitEvent(seen, second.id, "Dropped")
       expect(eventsOf(seen, second.id)).toEqual(["Started", "Exited", "Dropped"])
       expect((yield* registry.list).map((s) => s.id)).toEqual([third.id, fourth.id, fifth.id])
 
@@ -141,6 +145,7 @@ describe("the cap on running shells", () => {
       yield* ticking(registry.kill(third.id, { owner }))
       const sixth = yield* registry.start(sleeper, { owner })
       expect((yield* registry.list).map((s) => s.id)).toEqual([fourth.id, fifth.id, sixth.id])
+      yield* awaitEvent(seen, third.id, "Dropped")
       expect(eventsOf(seen, third.id)).toEqual(["Started", "Killed", "Dropped"])
     }).pipe(Effect.scoped, provideTickingRegistry({ limits: { maxShells: 3 } })))
 })

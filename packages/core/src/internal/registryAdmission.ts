@@ -73,11 +73,12 @@ const makeSlots = ({ dropNow, limits, shells }: Options) =>
     /** Registered shells and admitted starts, each counted once. */
     const occupied = Effect.map(Ref.get(admitted), (ids) => shells.byId.size + HashSet.size(HashSet.filter(ids, (id) => !shells.byId.has(id))))
 
-    /** Drops finished shells, oldest first, until one more fits under the cap. */
+    /** Drops finished shells, oldest first, until one more fits under the cap; looks at none while one more fits. */
     const makeRoom = Effect.gen(function*() {
-      const finished = yield* shells.having((status) => !isActive(status))
       const excess = (yield* occupied) + 1 - limits.maxShells
-      yield* Effect.forEach(finished.slice(0, Math.max(0, excess)), dropNow, { discard: true })
+      if (excess <= 0) return
+      const finished = yield* shells.having((status) => !isActive(status))
+      yield* Effect.forEach(finished.slice(0, excess), dropNow, { discard: true })
     })
 
     const admit = admission.withPermits(1)(Effect.gen(function*() {
