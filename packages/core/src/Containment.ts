@@ -87,10 +87,12 @@ const make = (
       backend,
       cell,
       stop: (targets, options) => Effect.provide(GroupStop.stopGroups(targets, options), context),
-      members: (target) => {
-        const membership = MembershipImpl.make(table, [target])
-        return Effect.map(membership.scan, () => membership.groups[0]!.live.length)
-      },
+      members: (target) =>
+        Effect.acquireUseRelease(
+          MembershipImpl.make(table, [target]),
+          (membership) => Effect.map(membership.scan, () => membership.groups[0]!.live.length),
+          (membership) => membership.release
+        ),
       reapLeftovers: Effect.provide(reap, context)
     } satisfies Containment["Type"]
   })

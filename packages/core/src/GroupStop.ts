@@ -97,8 +97,11 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   targets: ReadonlyArray<StopTarget>,
   options?: StopOptions
 ) {
-  const membership = MembershipImpl.make(yield* ProcessTable, targets)
-  return yield* Effect.ensuring(stopMembers(membership, options), membership.release)
+  return yield* Effect.acquireUseRelease(
+    MembershipImpl.make(yield* ProcessTable, targets),
+    (membership) => stopMembers(membership, options),
+    (membership) => membership.release
+  )
 })
 
 /** The stop's sequence, over the members as `membership` finds them. */

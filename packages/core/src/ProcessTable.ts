@@ -12,6 +12,7 @@ import * as ProcForeign from "./internal/procForeign.js"
 import * as ProcLinux from "./internal/procLinux.js"
 import type { PidMark } from "./internal/procLinux.js"
 import * as ProcPs from "./internal/procPs.js"
+import { makeKeptFiles } from "./internal/readSmall.js"
 
 export interface ProcessInfo {
   readonly pid: number
@@ -26,6 +27,16 @@ export interface ProcessInfo {
   readonly comm: string
 }
 
+/** Lookups for a caller that reads the same processes again and again; see `ProcessTable.keptLookups`. */
+export interface KeptLookups {
+  readonly lookup: (pid: number) => Effect.Effect<Option.Option<ProcessInfo>>
+  /** Lets go of what the lookups hold (in the next macrotask: nothing waits on it). */
+  readonly close: Effect.Effect<void>
+}
+
+/** How many processes' files `keptLookups` keeps open at most; more are read as `lookup` reads them. */
+const MAX_KEPT_PROCESSES = 128
+
 /** A signal by name, or by number where Node has no name for it (real-time signals, or 0 to probe). */
 export type Signal = NodeJS.Signals | number
 
@@ -35,6 +46,13 @@ const ownProc = (signal: ProcessTable["Type"]["signal"]) =>
     scanSince: (since) => Effect.sync(() => ProcLinux.scan(since)),
     mark: Effect.sync(() => ProcLinux.mark()),
     lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid))),
+    keptLookups: Effect.sync(() => {
+      const files = makeKeptFiles(MAX_KEPT_PROCESSES)
+      return {
+        lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.read(pid, files.read))),
+        close: Effect.sync(() => void setImmediate(files.close))
+      }
+    }),
     shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
     uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
     // our own through /proc/self: a /proc mounted for another namespace would name another process
@@ -57,6 +75,7 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, signal: ProcessT
     scanSince: () => Effect.sync(proc.scan),
     mark: Effect.succeed(undefined),
     lookup: (pid) => Effect.sync(() => Option.fromNullable(proc.read(pid))),
+    keptLookups: plainLookups((pid) => Effect.sync(() => Option.fromNullable(proc.read(pid)))),
     shellIdsOf: (pid) => Effect.map(at(pid, ProcLinux.shellIdsOf), (ids) => ids ?? []),
     uidOf: (pid) => Effect.map(at(pid, ProcLinux.uidOf), Option.fromNullable),
     pidNamespaceOf: (pid, forChildren) =>
@@ -91,6 +110,14 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
   readonly mark: Effect.Effect<PidMark | undefined>
   /** One process, without scanning the rest. */
   readonly lookup: (pid: number) => Effect.Effect<Option.Option<ProcessInfo>>
+  /**
+   * Lookups for a caller that reads the same processes again and again (a
+   * stop's rechecks). Where the table reads `/proc`, each process's stat file
+   * stays open until `close`: read again in one syscall, not three, and it
+   * still names the process it was opened on once that one is gone and its
+   * pid reused (it reads as gone).
+   */
+  readonly keptLookups: Effect.Effect<KeptLookups>
   /**
    * The shell ids a process carries, when they can be read: its
    * `CORRAL_SHELL_ID`, and the outer ones of a nested corral (`CORRAL_SHELL_IDS`).
@@ -138,6 +165,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
         scanSince: () => Effect.sync(ProcPs.scan),
         mark: Effect.succeed(undefined),
         lookup: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid))),
+        keptLookups: plainLookups((pid) => Effect.sync(() => Option.fromNullable(ProcPs.scan().find((p) => p.pid === pid)))),
         shellIdsOf: () => Effect.succeed([]),
         uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcPs.uidOf(pid))),
         pidNamespaceOf: () => Effect.succeed(Option.none()),
@@ -164,6 +192,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
       scanSince: () => Ref.get(script.processes),
       mark: Effect.succeed(undefined),
       lookup: (pid) => Effect.map(Ref.get(script.processes), (ps) => Option.fromNullable(ps.find((p) => p.pid === pid))),
+      keptLookups: plainLookups((pid) => Effect.map(Ref.get(script.processes), (ps) => Option.fromNullable(ps.find((p) => p.pid === pid)))),
       shellIdsOf: (pid) => Effect.succeed(script.shellIds?.get(pid)?.split(",") ?? []),
       // a scripted process runs as the test's own user unless the script says otherwise
       uidOf: (pid) =>
@@ -214,6 +243,9 @@ export const sessionMembers = (table: ReadonlyArray<ProcessInfo>, sid: number) =
   table.filter((p) => p.sid === sid && !isGone(p))
 
 export { isGone }
+
+/** Lookups that keep nothing: each is a `lookup`. */
+const plainLookups = (lookup: KeptLookups["lookup"]): Effect.Effect<KeptLookups> => Effect.succeed({ lookup, close: Effect.void })
 
 /** Our own process group, where `/proc` tells it. */
 const readOwnGroup = (): number | undefined => {

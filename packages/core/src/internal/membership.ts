@@ -23,7 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StopTarget } from "../GroupStop.js"
 import type { Backend } from "../GroupStop.js"
-import type { ProcessInfo, Signal } from "../ProcessTable.js"
+import type { KeptLookups, ProcessInfo, Signal } from "../ProcessTable.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
 import { makeKeptFiles } from "./readSmall.js"
@@ -93,7 +93,11 @@ const MAX_FREEZE_ROUNDS = 20
 /** Members by group, for the steps of a kill. */
 type Found = ReadonlyMap<Group, ReadonlyArray<ProcessInfo>>
 
-export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>): Membership => {
+/** A membership of `targets`; what it keeps open goes with its `release`. */
+export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>): Effect.Effect<Membership> =>
+  Effect.map(table.keptLookups, (kept) => makeWith(table, kept, targets))
+
+const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: ReadonlyArray<StopTarget>): Membership => {
   const groups = targets.map((target): Group => ({ target, live: [], sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }, escaped: new Set() }))
   const scanned = groups.filter((g) => g.target.cgroup === undefined)
   const tree = makeTreeIndex(table, scanned)
@@ -135,7 +139,9 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
   })
   const scan = Effect.map(find, (found) => groups.forEach((g) => (g.live = found.get(g) ?? [])))
 
-  const stillAlive = (p: ProcessInfo) => Effect.map(lookupLive(p.pid), Option.exists((now) => now.startTime === p.startTime))
+  // a recheck reads the same members again: through files kept open
+  const stillAlive = (p: ProcessInfo) =>
+    Effect.map(kept.lookup(p.pid), Option.exists((now) => !isGone(now) && now.startTime === p.startTime))
   /** A cgroup's listing holds only its live members, ours whoever they are: one read for all of them, not one per member. */
   const recheckGroup = (g: Group) => {
     const { cgroup } = g.target
@@ -158,7 +164,7 @@ export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTar
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
     kill: makeKill(groups, find, signals.toFound),
-    release: Effect.sync(files.close)
+    release: Effect.zipRight(Effect.sync(files.close), kept.close)
   }
 }
 

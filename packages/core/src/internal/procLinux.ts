@@ -6,9 +6,10 @@ import type { PidMark as PidMarkSchema } from "./watcherMessage.js"
 
 export const available = (): boolean => process.platform === "linux" && fs.existsSync("/proc/self/stat")
 
-export const read = (pid: number): ProcessInfo | undefined => {
+/** One process, or undefined when it is gone; `readFile` may be a kept file's read (see `makeKeptFiles`). */
+export const read = (pid: number, readFile: (path: string) => string = readSmall): ProcessInfo | undefined => {
   try {
-    return parseStat(readSmall(`/proc/${pid}/stat`))
+    return parseStat(readFile(`/proc/${pid}/stat`))
   } catch {
     return undefined
   }
