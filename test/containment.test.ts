@@ -189,6 +189,29 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("keeps no file open once its stops and member counts are over (each keeps the files it polls open while it runs)", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const containment = yield* Containment
+          const openFiles = () => fs.readdirSync("/proc/self/fd").length
+          const round = Effect.scoped(Effect.gen(function*() {
+            const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 6${token}; wait` })
+            // its `sh` carries the token in its argv too
+            yield* waitUntil("its sleeps", () => marked(token).length >= 3)
+            expect(yield* containment.members(group.target)).toBeGreaterThanOrEqual(2)
+            yield* group.stop()
+          }))
+          // the first round loads and opens what stays open for good (the pattern of the tables, the runtime's own)
+          yield* round
+          yield* Effect.sleep(Duration.millis(50))
+          const before = openFiles()
+          yield* Effect.repeatN(round, 4)
+          // kept /proc files are closed in the macrotask after the stop
+          yield* Effect.sleep(Duration.millis(50))
+          expect(openFiles()).toBe(before)
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("holds a shell on a terminal the same way: its own session, the same cell, and a stop that leaves nothing, an escaper included", () =>
         Effect.gen(function*() {
           const token = newToken()
