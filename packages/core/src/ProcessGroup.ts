@@ -588,10 +588,11 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     // without a socket, no channel at all: whatever fd 3 the terminal's child inherited is not the init's
     ? ptyLeader(spec, shellId, cell, sinks, report?.path ?? "")
     : pipeLeader(spec, shellId, cell, sinks)
-  // acquired before the leader: released after its stop
+  // acquired before the leader: released after its stop; opens nothing until the join reads it, and its
+  // release goes onto the scope as a closure (see onClose: acquireRelease's refs restoring tripled a 200-shell teardown's closes)
   const listing = cell.cgroup === undefined
     ? undefined
-    : yield* Effect.acquireRelease(Effect.sync(() => makeKeptFiles(1)), (files) => Effect.sync(files.close))
+    : yield* Effect.tap(Effect.sync(() => makeKeptFiles(1)), (files) => onClose(Effect.sync(files.close)))
   const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
   const join = joinSoon(cell, pid, listing)
