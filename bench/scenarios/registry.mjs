@@ -17,21 +17,22 @@ const TEARDOWN_GRACE_MS = 1000
 /**
  * Starts `count` shells, hands them to `use`, stops them with the peer's own
  * stop and reports whether that left anything. With `warmUp`, that many
- * shells are started first and kept running alongside; `beforeMeasured`
- * runs between them and the measured ones, and `use` gets what it returned.
+ * shells are started first (running `warmUpArgv`, one process each) and
+ * kept running alongside; `beforeMeasured` runs between them and the
+ * measured ones, with their handles, and `use` gets what it returned.
  */
-const withShells = async (peer, count, use, { warmUp = 0, beforeMeasured } = {}) => {
+const withShells = async (peer, count, use, { warmUp = 0, warmUpArgv = IDLE_SHELL.argv, beforeMeasured } = {}) => {
   const marker = newMarker()
   const target = { marker, groups: [] }
   const handles = []
-  const startOne = async () => {
-    const handle = await peer.start({ argv: IDLE_SHELL.argv, env: { BENCH_MARKER: `${marker}-${handles.length}` }, grace: TEARDOWN_GRACE_MS })
+  const startOne = async (argv = IDLE_SHELL.argv) => {
+    const handle = await peer.start({ argv, env: { BENCH_MARKER: `${marker}-${handles.length}` }, grace: TEARDOWN_GRACE_MS })
     handles.push(handle)
     target.groups.push(...handle.groups)
   }
   try {
-    for (let i = 0; i < warmUp; i++) await startOne()
-    const before = await beforeMeasured?.()
+    for (let i = 0; i < warmUp; i++) await startOne(warmUpArgv)
+    const before = await beforeMeasured?.(handles)
     const began = performance.now()
     for (let i = 0; i < count; i++) await startOne()
     const startMs = performance.now() - began
@@ -271,12 +272,21 @@ const memory = () => ({ rss: process.memoryUsage.rss(), heap: process.memoryUsag
  * One sample of memory per idle shell, in a process that has stopped nothing
  * yet: every stop leaves garbage (corral's reads of /proc allocate a buffer
  * per file) whose pages the allocator hands back at unpredictable times, so
- * after a stop RSS can shrink while shells are added. One shell is started
- * and kept first, so loading and JIT of the start path are not counted.
+ * after a stop RSS can shrink while shells are added. As many shells as are
+ * measured are started and kept first: V8 compiles a start path's code and
+ * allocates its feedback over its first dozen calls or so, a cost of the
+ * process and not of a shell (one warm-up shell left about half of corral's
+ * heap growth and a third of the lower bound's to the JIT). corral's
+ * registry also starts its one pattern worker, a thread of its own, at its
+ * first shell: the warm-up shells print a line, and a filtered read of one
+ * waits for that worker, so that its megabytes do not land among the
+ * measured shells' when its start is slow.
  */
+const WARM_UP_SHELL = ["sh", "-c", "echo warm; exec sleep 1000"]
+
 const idleSample = async (impl) => {
-  // the cap makes room for the warm-up shell beside the 16 measured
-  const open = impl === "corral" ? await openRegistry({ crashSafety: true, limits: { maxShells: IDLE_COUNT + 1 } }) : undefined
+  // the cap makes room for the warm-up shells beside the measured ones
+  const open = impl === "corral" ? await openRegistry({ crashSafety: true, limits: { maxShells: 2 * IDLE_COUNT } }) : undefined
   try {
     const peer = open === undefined ? peers[impl] : registryPeer(open, { stopManyBy: "release" })
     return await withShells(peer, IDLE_COUNT, async ({ before }) => {
@@ -284,8 +294,13 @@ const idleSample = async (impl) => {
       const after = memory()
       return { value: (after.rss - before.rss) / 1024 / IDLE_COUNT, heapKiB: (after.heap - before.heap) / 1024 / IDLE_COUNT }
     }, {
-      warmUp: 1,
-      beforeMeasured: async () => {
+      warmUp: IDLE_COUNT,
+      warmUpArgv: WARM_UP_SHELL,
+      beforeMeasured: async (handles) => {
+        if (open === undefined) return quiesce().then(memory)
+        const read = open.registry.output(handles[0].id, { mode: "all", waitFor: "warm", filter: "warm" })
+        const { text } = await open.run(read)
+        if (text !== "warm\n") throw new Error(`the warm-up shell's filtered output was ${JSON.stringify(text)}, not "warm\\n"`)
         await quiesce()
         return memory()
       }
@@ -297,8 +312,9 @@ const idleSample = async (impl) => {
 
 /**
  * Supervisor memory per idle shell: RSS and heap growth over 16 shells (the
- * registry's default cap; corral holds them in one `ShellRegistry`), after
- * GC. Each sample runs in a fresh worker process of its own (see idleSample).
+ * registry's default cap; corral holds them in one `ShellRegistry`, beside
+ * 16 warm-up shells), after GC. Each sample runs in a fresh worker process
+ * of its own (see idleSample).
  */
 const idleShell = {
   id: "mem.idle-shell",
