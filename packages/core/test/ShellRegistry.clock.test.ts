@@ -55,6 +55,38 @@ describe("lifetime", () => {
       expect(killed.report.signals.SIGTERM).toBeGreaterThan(0)
       expect(yield* registry.info(shell.id)).toMatchObject({ status: { _tag: "Killed", by: "lifetime" } })
     }).pipe(Effect.scoped, provideTickingRegistry({ limits: { lifetime } })))
+
+  it.effect("stops each shell at its own lifetime, in start order, and leaves one that ended before it alone", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const seen = yield* recordEvents(registry)
+      const ends = yield* registry.start(quick, { owner })
+      yield* awaitEvent(seen, ends.id, "Exited")
+      yield* TestClock.adjust(Duration.minutes(1))
+      const older = yield* registry.start(sleeper, { owner })
+      yield* TestClock.adjust(Duration.minutes(1))
+      const younger = yield* registry.start(sleeper, { owner })
+      const dueOlder = older.startedAt + Duration.toMillis(lifetime)
+      const dueYounger = younger.startedAt + Duration.toMillis(lifetime)
+      expect(dueYounger - dueOlder).toBe(Duration.toMillis(Duration.minutes(1)))
+
+      // the first shell's due passes without a stop: it had ended
+      yield* timerAt(ends.startedAt + Duration.toMillis(lifetime))
+      yield* advanceTo(ends.startedAt + Duration.toMillis(lifetime))
+      yield* timerAt(dueOlder)
+      yield* advanceTo(dueOlder - 1)
+      yield* realSleep(50)
+      expect((yield* registry.info(older.id)).status).toEqual({ _tag: "Running" })
+
+      yield* ticking(Effect.zipRight(TestClock.adjust(1), awaitEvent(seen, older.id, "Killed")))
+      expect((yield* registry.info(younger.id)).status).toEqual({ _tag: "Running" })
+      expect(eventsOf(seen, ends.id)).toEqual(["Started", "Exited"])
+
+      yield* timerAt(dueYounger)
+      const killed = yield* ticking(Effect.zipRight(advanceTo(dueYounger), awaitEvent(seen, younger.id, "Killed")))
+      expect(killed.info.status).toEqual({ _tag: "Killed", signal: "SIGTERM", by: "lifetime" })
+      expect(killed.info.endedAt! - younger.startedAt).toBeGreaterThanOrEqual(Duration.toMillis(lifetime))
+    }).pipe(Effect.scoped, provideTickingRegistry({ limits: { lifetime } })))
 })
 
 describe("retention", () => {

@@ -12,6 +12,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Scope from "effect/Scope"
 import type { Containment } from "../Containment.js"
@@ -107,16 +108,12 @@ const naturalEnd = (options: Options, shell: Shell) =>
   })
 
 /**
- * A lifecycle past its shell's stop waits out the retention, or the shutdown,
- * or the shell's drop to make room, whichever comes first.
+ * A shell's life from its end on, however it came: its stop runs through and
+ * its scope closes; then it is kept for the retention, or until the shutdown
+ * or its drop to make room, whichever comes first.
  */
-const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
+const afterEnd = (options: Options, shuttingDown: Deferred.Deferred<void>, shell: Shell) =>
   Effect.gen(function*() {
-    const ended = yield* Effect.race(
-      Effect.as(naturalEnd(options, shell), true),
-      Effect.as(Effect.sleep(options.limits.lifetime), false)
-    )
-    if (!ended) yield* markStopping(shell, "lifetime")
     // begun, the end runs through: the shutdown interrupts lifecycles and waits for them
     yield* Effect.uninterruptible(Effect.zipRight(stop(options, shell), Scope.close(shell.scope, Exit.void)))
     const retained = yield* Effect.raceFirst(
@@ -125,6 +122,42 @@ const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (
     )
     if (retained) yield* options.shells.drop(shell)
   })
+
+/**
+ * A shell's lifecycle: one fiber, waiting on its leader's exit (the lifetime
+ * is kept by the registry's one keeper, see `keepLifetimes`), then its end.
+ */
+const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
+  Effect.zipRight(naturalEnd(options, shell), afterEnd(options, shuttingDown, shell))
+
+/** The lifecycle of a shell that outlived its lifetime, in place of the one that waited on its exit. */
+const outlived = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
+  Effect.zipRight(markStopping(shell, "lifetime"), afterEnd(options, shuttingDown, shell))
+
+/** When a shell's lifetime is up: the epoch ms on the registry's clock. */
+interface Due {
+  readonly id: string
+  readonly at: number
+}
+
+const isRunning = (status: ShellStatus) => status._tag === "Running" || status._tag === "Lingering"
+
+/**
+ * Every shell's lifetime, kept by one fiber of the registry, not a timer
+ * fiber raced against each shell's exit (two fibers more per idle shell,
+ * 6 KiB of its heap). The lifetime is the registry's, so shells are due in
+ * the order they started: it takes each from `started` in that order,
+ * sleeps until it is due, and hands one that still runs to `outlive`.
+ * `started` holds ids, not shells: a shell dropped before it was due is
+ * not kept alive by it.
+ */
+const keepLifetimes = (started: Queue.Dequeue<Due>, outlive: (id: string) => Effect.Effect<void>) =>
+  Effect.forever(Effect.gen(function*() {
+    const due = yield* Queue.take(started)
+    const now = yield* Clock.currentTimeMillis
+    if (due.at > now) yield* Effect.sleep(Duration.millis(due.at - now))
+    yield* outlive(due.id)
+  }))
 
 /** A new shell's record, its group held by a scope of its own. */
 const spawnShell = (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
@@ -164,6 +197,16 @@ export const make = (options: Options) =>
     const lifecycles = yield* FiberMap.make<string>()
     const shuttingDown = yield* Deferred.make<void>()
     const live = lifecycle(options, shuttingDown)
+    const outlive = outlived(options, shuttingDown)
+    const lifetime = Duration.toMillis(options.limits.lifetime)
+    const started = yield* Queue.unbounded<Due>()
+    // replacing a lifecycle interrupts the one that waited on the exit; one that is stopping already finishes that stop first
+    const keeper = yield* Effect.forkScoped(keepLifetimes(started, (id) =>
+      Effect.suspend(() => {
+        const shell = shells.byId.get(id)
+        return shell === undefined ? Effect.void : Effect.flatMap(Ref.get(shell.status), (status) =>
+          isRunning(status) ? FiberMap.run(lifecycles, id, Effect.interruptible(outlive(shell))) : Effect.void)
+      })))
     return {
       /** Spawns a shell, registers it and starts its lifecycle; `tag` is its `CORRAL_SHELL_ID`. */
       launch: (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
@@ -173,6 +216,7 @@ export const make = (options: Options) =>
           yield* journal.changed
           // forked inside the start's uninterruptible region, a lifecycle would inherit it: the shutdown's interrupt must reach its waits
           yield* FiberMap.run(lifecycles, id, Effect.interruptible(live(shell)))
+          yield* Queue.offer(started, { id, at: shell.base.startedAt + lifetime })
           return info
         }),
       kill: (shell: Shell) => Effect.zipRight(markStopping(shell, "request"), stop(options, shell)),
@@ -187,7 +231,7 @@ export const make = (options: Options) =>
         yield* Deferred.succeed(shuttingDown, undefined)
         yield* journal.stopWriting
         // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
-        yield* Fiber.interruptAll(Array.from(lifecycles, ([, fiber]) => fiber))
+        yield* Fiber.interruptAll([keeper, ...Array.from(lifecycles, ([, fiber]) => fiber)])
         const all = [...shells.byId.values()]
         yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
         const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
