@@ -93,10 +93,9 @@ const linger = ({ shells }: Options, shell: Shell, exit: ExitStatus, members: nu
     if (first) yield* shells.publish([{ _tag: "Lingering", info: yield* infoOf(shell) }])
   }))
 
-/** Leader exit, then an empty group: the shell's natural end. */
-const naturalEnd = (options: Options, shell: Shell) =>
+/** After the leader's exit, until the group is empty: the shell's natural end. */
+const naturalEnd = (options: Options, shell: Shell, exit: ExitStatus) =>
   Effect.gen(function*() {
-    const exit = yield* shell.group.awaitExit
     // a stop under way will empty the group: no need to watch it here
     if ((yield* Ref.get(shell.status))._tag === "Stopping") return
     let members = yield* options.containment.members(shell.group.target)
@@ -128,7 +127,11 @@ const afterEnd = (options: Options, shuttingDown: Deferred.Deferred<void>, shell
  * is kept by the registry's one keeper, see `keepLifetimes`), then its end.
  */
 const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
-  Effect.zipRight(naturalEnd(options, shell), afterEnd(options, shuttingDown, shell))
+  // flat, not a generator: what an idle shell's fiber holds while it waits is two continuations
+  shell.group.awaitExit.pipe(
+    Effect.flatMap((exit) => naturalEnd(options, shell, exit)),
+    Effect.flatMap(() => afterEnd(options, shuttingDown, shell))
+  )
 
 /** The lifecycle of a shell that outlived its lifetime, in place of the one that waited on its exit. */
 const outlived = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
@@ -195,6 +198,8 @@ export const make = (options: Options) =>
   Effect.gen(function*() {
     const { journal, shells } = options
     const lifecycles = yield* FiberMap.make<string>()
+    // forked with the registry's context, not each start's: a lifecycle would hold its start's context and span as long as it lives
+    const runLifecycle = yield* FiberMap.runtime(lifecycles)<never>()
     const shuttingDown = yield* Deferred.make<void>()
     const live = lifecycle(options, shuttingDown)
     const outlive = outlived(options, shuttingDown)
@@ -205,7 +210,7 @@ export const make = (options: Options) =>
       Effect.suspend(() => {
         const shell = shells.byId.get(id)
         return shell === undefined ? Effect.void : Effect.flatMap(Ref.get(shell.status), (status) =>
-          isRunning(status) ? FiberMap.run(lifecycles, id, Effect.interruptible(outlive(shell))) : Effect.void)
+          isRunning(status) ? Effect.sync(() => runLifecycle(id, Effect.interruptible(outlive(shell)))) : Effect.void)
       })))
     return {
       /** Spawns a shell, registers it and starts its lifecycle; `tag` is its `CORRAL_SHELL_ID`. */
@@ -214,8 +219,8 @@ export const make = (options: Options) =>
           const shell = yield* spawnShell(id, tag, spec, startOptions)
           const info = yield* shells.register(shell)
           yield* journal.changed
-          // forked inside the start's uninterruptible region, a lifecycle would inherit it: the shutdown's interrupt must reach its waits
-          yield* FiberMap.run(lifecycles, id, Effect.interruptible(live(shell)))
+          // interruptible whatever the registry's runtime was built under: the shutdown's interrupt must reach its waits
+          yield* Effect.sync(() => runLifecycle(id, Effect.interruptible(live(shell))))
           yield* Queue.offer(started, { id, at: shell.base.startedAt + lifetime })
           return info
         }),
