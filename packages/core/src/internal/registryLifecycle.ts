@@ -198,8 +198,9 @@ export const make = (options: Options) =>
   Effect.gen(function*() {
     const { journal, shells } = options
     const lifecycles = yield* FiberMap.make<string>()
-    // forked with the registry's context, not each start's: a lifecycle would hold its start's context and span as long as it lives
-    const runLifecycle = yield* FiberMap.runtime(lifecycles)<never>()
+    // forked with the registry's context, not each start's: a lifecycle would hold its start's context and span as long as it lives;
+    // captured interruptible, whatever the layer is built under, so that the shutdown's interrupt reaches every lifecycle's waits
+    const runLifecycle = yield* Effect.interruptible(FiberMap.runtime(lifecycles)<never>())
     const shuttingDown = yield* Deferred.make<void>()
     const live = lifecycle(options, shuttingDown)
     const outlive = outlived(options, shuttingDown)
@@ -210,7 +211,7 @@ export const make = (options: Options) =>
       Effect.suspend(() => {
         const shell = shells.byId.get(id)
         return shell === undefined ? Effect.void : Effect.flatMap(Ref.get(shell.status), (status) =>
-          isRunning(status) ? Effect.sync(() => runLifecycle(id, Effect.interruptible(outlive(shell)))) : Effect.void)
+          isRunning(status) ? Effect.sync(() => runLifecycle(id, outlive(shell))) : Effect.void)
       })))
     return {
       /** Spawns a shell, registers it and starts its lifecycle; `tag` is its `CORRAL_SHELL_ID`. */
@@ -219,8 +220,7 @@ export const make = (options: Options) =>
           const shell = yield* spawnShell(id, tag, spec, startOptions)
           const info = yield* shells.register(shell)
           yield* journal.changed
-          // interruptible whatever the registry's runtime was built under: the shutdown's interrupt must reach its waits
-          yield* Effect.sync(() => runLifecycle(id, Effect.interruptible(live(shell))))
+          yield* Effect.sync(() => runLifecycle(id, live(shell)))
           yield* Queue.offer(started, { id, at: shell.base.startedAt + lifetime })
           return info
         }),
