@@ -467,7 +467,7 @@ const fromWaitStatus = (status: number): ExitStatus => {
  * release is built when it runs: built at the spawn, a group's releases
  * (its stop above all) held 3 KiB of effects for as long as it lived.
  */
-const onClose = (release: () => Effect.Effect<void>) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.suspend(release)))
+const onClose = (release: () => Effect.Effect<void>) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizerExit(scope, release))
 
 /** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
 const announce = (shellId: string, held: Omit<StopTarget, "pgid" | "sid">) =>
