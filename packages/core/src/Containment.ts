@@ -119,11 +119,11 @@ const cgroupCell = (parent: string) => {
     }
     return { backend: "cgroup", cgroup: dir, reportsExit: false, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
   }
-  // the release is a closure: added to the scope as is, without restoring the acquiring fiber's refs (see ProcessGroup's onClose)
+  // the release is a closure, built when it runs: added to the scope as is, without restoring the acquiring fiber's refs (see ProcessGroup's onClose)
   return (shellId: string) =>
     Effect.flatMap(Effect.scope, (scope) =>
       Effect.uninterruptible(Effect.tap(Effect.sync(() => make(shellId)), (cell) =>
-        Scope.addFinalizer(scope, Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))))))
+        Scope.addFinalizerExit(scope, () => Effect.sync(() => cell.cgroup !== undefined && Cgroup.remove(cell.cgroup))))))
 }
 
 /**
