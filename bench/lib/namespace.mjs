@@ -33,10 +33,10 @@ export const runBatch = (batch, { pid1, timeoutMs }) =>
     timeoutMs
   )
 
-/** From inside a batch: runs `batch` in a fresh worker process in the same namespace. */
-export const runProbe = (batch, timeoutMs = 60_000) => {
+/** From inside a batch: runs `batch` in a fresh worker process in the same namespace, with `env` added to its environment. */
+export const runProbe = (batch, { timeoutMs = 60_000, env = {} } = {}) => {
   const [node, ...args] = workerArgv(batch)
-  return collect(spawn(node, args, { stdio: ["ignore", "pipe", "pipe"] }), batch, timeoutMs)
+  return collect(spawn(node, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } }), batch, timeoutMs)
 }
 
 const collect = (child, batch, timeoutMs) =>

@@ -311,6 +311,15 @@ const idleSample = async (impl) => {
 }
 
 /**
+ * glibc gives each thread that allocates an arena of its own, and what V8's
+ * compiler and GC threads free there during the measured starts stays
+ * resident: 0 to 48 KiB per shell from one run to the next, none of it held
+ * by a shell (with `--single-threaded`, 0 to 8). One arena for every thread
+ * reuses that memory instead; V8 keeps its threads.
+ */
+const ONE_MALLOC_ARENA = { MALLOC_ARENA_MAX: "1" }
+
+/**
  * Supervisor memory per idle shell: RSS and heap growth over 16 shells (the
  * registry's default cap; corral holds them in one `ShellRegistry`, beside
  * 16 warm-up shells), after GC. Each sample runs in a fresh worker process
@@ -329,7 +338,7 @@ const idleShell = {
   run: asSupervisor(async ({ id, impl, runs, quick, probe }) => {
     if (probe) return { samples: [await idleSample(impl)] }
     const samples = []
-    for (let i = 0; i < runs; i++) samples.push(...(await runProbe({ id, impl, runs: 1, quick, probe: true })).samples)
+    for (let i = 0; i < runs; i++) samples.push(...(await runProbe({ id, impl, runs: 1, quick, probe: true }, { env: ONE_MALLOC_ARENA })).samples)
     return { samples }
   })
 }
