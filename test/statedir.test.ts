@@ -174,7 +174,10 @@ describe.skipIf(!isRoot)("supervisors of different PID namespaces in one state d
       expect(a.socket).not.toBe(b.socket)
       const names = [a, b].map((s) => path.basename(s.socket, ".sock"))
       for (const name of names) expect(name).toMatch(/^[1-9][0-9]*-1$/)
-      expect(fs.readdirSync(supervisors(dir)).sort()).toEqual(names.flatMap((n) => [`${n}.json`, `${n}.sock`]).sort())
+      // READY comes when the starts return; each journal is written a macrotask after (ADR 18)
+      const files = names.flatMap((n) => [`${n}.json`, `${n}.sock`]).sort()
+      yield* eventually("both journals", () => fs.readdirSync(supervisors(dir)).length >= files.length)
+      expect(fs.readdirSync(supervisors(dir)).sort()).toEqual(files)
 
       const both = yield* listed(dir)
       expect(both.supervisors.map((s) => [s.socket, s.state]).sort()).toEqual([[a.socket, "live"], [b.socket, "live"]].sort())
