@@ -595,7 +595,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // release goes onto the scope as a closure (see onClose: acquireRelease's refs restoring tripled a 200-shell teardown's closes)
   const listing = cell.cgroup === undefined
     ? undefined
-    : yield* Effect.tap(Effect.sync(() => makeKeptFiles(1)), (files) => onClose(Effect.sync(files.close)))
+    : yield* Effect.tap(Effect.sync(() => makeKeptFiles(1)), (files) => onClose(() => Effect.sync(files.close)))
   const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
   const join = joinSoon(cell, pid, listing)
