@@ -157,14 +157,21 @@ const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, firs
   }
 }
 
-/** Kill rounds every `killInterval`, each waiting for what it struck to go, until all are gone or `until`. */
+/**
+ * Kill rounds every `killInterval`, each waiting for what it struck to go,
+ * until all are gone or `until`. The checks slow down as the kill goes on,
+ * not as each round does: a thousand members take the kernel most of a
+ * second to end, and checking their listing every millisecond meanwhile
+ * took CPU from them.
+ */
 const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>
   Effect.gen(function*() {
+    const killStarted = yield* Clock.currentTimeMillis
     while (isAnyAlive(run) && (yield* Clock.currentTimeMillis) < until) {
       yield* run.membership.kill
       for (const p of run.progress) p.killed = Math.max(p.killed, p.group.live.length)
       const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
-      yield* pollUntilEmpty(run, Math.min(nextRound, until))
+      yield* pollUntilEmpty(run, Math.min(nextRound, until), undefined, killStarted)
     }
   })
 
@@ -200,15 +207,20 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
 }
 
 /**
- * Re-reads the known members every millisecond for the first 20 ms, then
- * every 10 ms (never more often than a check costs), so a fast exit is seen
- * fast without spinning on a stubborn group. Only when they are all gone is
- * membership enumerated again, to catch members forked since; `onScan` sees
- * what that finds.
+ * Re-reads the known members every millisecond for the first 20 ms (of the
+ * phase that began at `since`, by default now), then every 10 ms (never more
+ * often than a check costs), so a fast exit is seen fast without spinning on
+ * a stubborn group. Only when they are all gone is membership enumerated
+ * again, to catch members forked since; `onScan` sees what that finds.
  */
-const pollUntilEmpty = (run: Run, deadline: number, onScan: (run: Run) => Effect.Effect<void> = () => Effect.void) =>
+const pollUntilEmpty = (
+  run: Run,
+  deadline: number,
+  onScan: (run: Run) => Effect.Effect<void> = () => Effect.void,
+  since?: number
+) =>
   Effect.gen(function*() {
-    const from = yield* Clock.currentTimeMillis
+    const from = since ?? (yield* Clock.currentTimeMillis)
     while (true) {
       const checkStarted = yield* Clock.currentTimeMillis
       yield* run.membership.recheck
