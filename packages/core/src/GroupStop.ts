@@ -211,7 +211,7 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
  * phase that began at `since`, by default now), then every 10 ms (never more
  * often than a check costs), so a fast exit is seen fast without spinning on
  * a stubborn group. Only when they are all gone is membership enumerated
- * again, to catch members forked since; `onScan` sees what that finds.
+ * again, for members born since; `onScan` sees what that finds.
  */
 const pollUntilEmpty = (
   run: Run,
@@ -225,7 +225,7 @@ const pollUntilEmpty = (
       const checkStarted = yield* Clock.currentTimeMillis
       yield* run.membership.recheck
       if (!isAnyAlive(run)) {
-        yield* run.membership.scan
+        yield* run.membership.scanNewborn
         yield* onScan(run)
       }
       yield* observe(run)

@@ -24,6 +24,7 @@ import * as Option from "effect/Option"
 import type { StopTarget } from "../GroupStop.js"
 import type { Backend } from "../GroupStop.js"
 import type { KeptLookups, ProcessInfo, Signal } from "../ProcessTable.js"
+import type { PidMark } from "./procLinux.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
 import { makeKeptFiles } from "./readSmall.js"
@@ -69,6 +70,8 @@ export interface Membership {
   readonly groups: ReadonlyArray<Group>
   /** Finds every group's members now, new ones included. */
   readonly scan: Effect.Effect<void>
+  /** Finds the members born since the last scan: for when every member that scan found is gone (see `recheck`). */
+  readonly scanNewborn: Effect.Effect<void>
   /** Re-reads only the members each group has; one that died, or whose pid was reused, is dropped. */
   readonly recheck: Effect.Effect<void>
   /** Sends `signal` to every member of `only` (default: every group): by group where the group is the shell's, else by pid. */
@@ -102,7 +105,15 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
   const scanned = groups.filter((g) => g.target.cgroup === undefined)
   const tree = makeTreeIndex(table, scanned)
   const since = earliestMark(scanned)
-  const scanTable = since === undefined ? table.scan : table.scanSince(since)
+  // where the pid allocator stood when the last scan began: a process born since has a pid handed out after it
+  let lastScan: PidMark | undefined
+  const scanTable = (from: PidMark | undefined) =>
+    Effect.gen(function*() {
+      const mark = yield* table.mark
+      const all = yield* (from === undefined ? table.scan : table.scanSince(from))
+      lastScan = mark
+      return all
+    })
 
   const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
 
@@ -131,13 +142,23 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
       return []
     })
 
-  const find: Effect.Effect<Found> = Effect.gen(function*() {
-    const byScan = tree.scanned ? yield* tree.members(yield* scanTable) : new Map<Group, Array<ProcessInfo>>()
-    const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
-    for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g.target.cgroup))
-    return found
-  })
-  const scan = Effect.map(find, (found) => groups.forEach((g) => (g.live = found.get(g) ?? [])))
+  const findFrom = (from: () => PidMark | undefined): Effect.Effect<Found> =>
+    Effect.gen(function*() {
+      const byScan = tree.scanned ? yield* tree.members(yield* scanTable(from())) : new Map<Group, Array<ProcessInfo>>()
+      const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
+      for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g.target.cgroup))
+      return found
+    })
+  const find = findFrom(() => since)
+  const assign = (found: Found) => groups.forEach((g) => (g.live = found.get(g) ?? []))
+  const scan = Effect.map(find, assign)
+  /**
+   * Every member alive at the last scan was found by it (a process is a
+   * member by its own group, session, tag or namespace, or by a parent
+   * that was): so once those are gone, only a process born since can be
+   * one, and where the allocator has handed out no pid since, there is none.
+   */
+  const scanNewborn = Effect.map(findFrom(() => lastScan ?? since), assign)
 
   // a recheck reads the same members again: through files kept open
   const stillAlive = (p: ProcessInfo) =>
@@ -160,6 +181,7 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
   return {
     groups,
     scan,
+    scanNewborn,
     recheck,
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,

@@ -60,18 +60,24 @@ export const scan = (since?: PidMark): ReadonlyArray<ProcessInfo> => {
     const info = read(pid)
     if (info !== undefined) out.push(info)
   }
-  const names = fs.readdirSync("/proc")
-  // read after the listing, so everything listed was handed out by then
   let last = lastPidNow()
-  for (const name of names) {
-    const c = name.charCodeAt(0)
-    if (c >= 48 && c <= 57) visit(Number(name), last)
+  // few pids handed out since the mark (none: no process born since): read
+  // those, not a listing of /proc, which costs ~0.5 µs per process on the host
+  const few = older !== undefined && last >= since!.lastPid && last - since!.lastPid <= PROBE_MAX
+  if (!few) {
+    const names = fs.readdirSync("/proc")
+    // read after the listing, so everything listed was handed out by then
+    last = lastPidNow()
+    for (const name of names) {
+      const c = name.charCodeAt(0)
+      if (c >= 48 && c <= 57) visit(Number(name), last)
+    }
   }
   // A process that forks its successor and exits every few ms is gone
   // before a walk reaches it. Its successor was born since the listing, so
   // read the pids handed out since, again and again until a round sees no
   // new birth: a member alive then was alive when its pid was read.
-  let from = last - NEWEST
+  let from = few ? since!.lastPid : last - NEWEST
   for (let round = 0; round < MAX_ROUNDS && last > 0; round++) {
     for (let pid = Math.max(2, from + 1); pid <= last; pid++) visit(pid, last)
     const next = lastPidNow()
@@ -82,6 +88,9 @@ export const scan = (since?: PidMark): ReadonlyArray<ProcessInfo> => {
   }
   return out
 }
+
+/** How many pids handed out since a mark are read one by one instead of listing /proc: a missing one costs ~11 µs to try. */
+const PROBE_MAX = 64
 
 /** How far below the newest pid the first round reads: births during the listing itself. */
 const NEWEST = 256
