@@ -42,6 +42,8 @@ export interface StopOptions {
   readonly wakeOn?: ReadonlyArray<Effect.Effect<void>> | undefined
   /** Groups `signalAtOnce` already reached, by group id: their members then are not signalled again. */
   readonly sentAtOnce?: SentAtOnce | undefined
+  /** When the stop began (Clock millis), if before this call: as when `signalAtOnce` sent the first signal. The grace and each report's duration run from then. */
+  readonly began?: number | undefined
 }
 
 /** The pids a cgroup held when `signalAtOnce` sent its group the first signal, by group id. */
@@ -108,7 +110,7 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
 const stopMembers = (membership: Membership, options: StopOptions | undefined) =>
   Effect.gen(function*() {
     const limits = yield* Limits
-    const began = yield* Clock.currentTimeMillis
+    const began = options?.began ?? (yield* Clock.currentTimeMillis)
     yield* membership.scan
     const atOnce = options?.sentAtOnce ?? new Map<number, ReadonlySet<number>>()
     const first = options?.signal ?? "SIGTERM"

@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Data from "effect/Data"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -644,6 +645,8 @@ const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
       return { state: g[StopStateId], report }
     })
     const sentAtOnce = new Map<number, ReadonlySet<number>>()
+    // the grace runs from the first signal, not from when the forked stop gets to run
+    const began = yield* Clock.currentTimeMillis
     for (const g of groups) {
       g[StopStateId].join()
       const reached = g[StopStateId].ready === undefined ? yield* g[StopStateId].signalAtOnce(options?.signal ?? "SIGTERM") : undefined
@@ -656,7 +659,8 @@ const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
         return Deferred.done(report, mine)
       }, { discard: true })
     const waits = stopping.flatMap(({ state }) => state.ready ?? [])
-    const run = stopping[0]!.state.run(groups.map((g) => g.target), { ...options, sentAtOnce })
+    // a wait for an init's fork is not part of the grace
+    const run = stopping[0]!.state.run(groups.map((g) => g.target), { ...options, sentAtOnce, began: waits.length === 0 ? began : undefined })
     const stop = waits.length === 0 ? run : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), run)
     yield* Effect.forkDaemon(Effect.flatMap(Effect.exit(stop), finish))
   })
