@@ -374,6 +374,32 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           Effect.provide(ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend))))
         ))
 
+      it.live("a shell killed, then dropped to make room, and the registry released at once: its scope is closed, nothing of it kept open", () =>
+        Effect.gen(function*() {
+          const openFiles = () => fs.readdirSync("/proc/self/fd").length
+          const round = Effect.gen(function*() {
+            const registry = yield* ShellRegistry
+            const first = yield* registry.start({ command: ["sleep", "60"] }, { owner: "t" })
+            yield* registry.start({ command: ["sleep", "60"] }, { owner: "t" })
+            yield* registry.kill(first.id, { owner: "t" })
+            // at the cap: the killed shell is dropped for this one, before its lifecycle closed its scope
+            yield* registry.start({ command: ["sleep", "60"] }, { owner: "t" })
+          }).pipe(
+            Effect.provide(
+              ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(
+                Layer.provide(Layer.merge(layerFor(backend), Limits.layerWith({ grace: Duration.millis(GRACE), maxShells: 2 })))
+              )
+            )
+          )
+          // the first round opens what stays open for good
+          yield* round
+          yield* Effect.sleep(Duration.millis(50))
+          const before = openFiles()
+          yield* Effect.repeatN(round, 2)
+          yield* Effect.sleep(Duration.millis(50))
+          expect(openFiles()).toBe(before)
+        }))
+
       it.scopedLive("corral run: a nested corral killed by the outer stop leaves nothing", () =>
         Effect.gen(function*() {
           const token = newToken()

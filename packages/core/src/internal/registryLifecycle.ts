@@ -130,8 +130,17 @@ const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (
   // flat, not a generator: what an idle shell's fiber holds while it waits is two continuations
   shell.group.awaitExit.pipe(
     Effect.flatMap((exit) => naturalEnd(options, shell, exit)),
-    Effect.flatMap(() => afterEnd(options, shuttingDown, shell))
+    Effect.flatMap(() => afterEnd(options, shuttingDown, shell)),
+    Effect.onInterrupt(() => closeIfDropped(options, shell))
   )
+
+/**
+ * The shutdown interrupts every lifecycle and closes the scopes of the
+ * shells it lists. A shell killed, then dropped to make room before its
+ * lifecycle got to close its scope, is not listed: its scope closes here.
+ */
+const closeIfDropped = ({ shells }: Options, shell: Shell) =>
+  shells.byId.get(shell.id) === shell ? Effect.void : Scope.close(shell.scope, Exit.void)
 
 /** The lifecycle of a shell that outlived its lifetime, in place of the one that waited on its exit. */
 const outlived = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
