@@ -194,7 +194,6 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const token = newToken()
           yield* Effect.addFinalizer(() => killMarked(token))
           const containment = yield* Containment
-          const openFiles = () => fs.readdirSync("/proc/self/fd").length
           const round = Effect.scoped(Effect.gen(function*() {
             const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 6${token}; wait` })
             // its `sh` carries the token in its argv too
@@ -202,14 +201,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             expect(yield* containment.members(group.target)).toBeGreaterThanOrEqual(2)
             yield* group.stop()
           }))
-          // the first round loads and opens what stays open for good (the pattern of the tables, the runtime's own)
-          yield* round
-          yield* Effect.sleep(Duration.millis(50))
-          const before = openFiles()
-          yield* Effect.repeatN(round, 4)
-          // kept /proc files are closed in the macrotask after the stop
-          yield* Effect.sleep(Duration.millis(50))
-          expect(openFiles()).toBe(before)
+          yield* expectNoDescriptorLeft(round, 4)
         }).pipe(Effect.provide(layerFor(backend))))
 
       it.scopedLive("holds a shell on a terminal the same way: its own session, the same cell, and a stop that leaves nothing, an escaper included", () =>
@@ -376,7 +368,6 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
 
       it.live("a shell killed, then dropped to make room, and the registry released at once: its scope is closed, nothing of it kept open", () =>
         Effect.gen(function*() {
-          const openFiles = () => fs.readdirSync("/proc/self/fd").length
           const round = Effect.gen(function*() {
             const registry = yield* ShellRegistry
             const first = yield* registry.start({ command: ["sleep", "60"] }, { owner: "t" })
@@ -391,13 +382,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
               )
             )
           )
-          // the first round opens what stays open for good
-          yield* round
-          yield* Effect.sleep(Duration.millis(50))
-          const before = openFiles()
-          yield* Effect.repeatN(round, 2)
-          yield* Effect.sleep(Duration.millis(50))
-          expect(openFiles()).toBe(before)
+          yield* expectNoDescriptorLeft(round, 2)
         }))
 
       it.scopedLive("corral run: a nested corral killed by the outer stop leaves nothing", () =>
@@ -590,6 +575,23 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
       yield* next.stop()
     }).pipe(Effect.provide(layerFor("cgroup"))))
 })
+
+/**
+ * Runs `round` once, then again and `repeats` more times (`repeatN`), and expects as many open
+ * descriptors after as after the first: that one opens what stays open for
+ * good (loaded code, the runtime's own). Kept /proc files close in the
+ * macrotask after a stop, hence the pauses.
+ */
+const expectNoDescriptorLeft = <E, R>(round: Effect.Effect<unknown, E, R>, repeats: number) =>
+  Effect.gen(function*() {
+    const openFiles = () => fs.readdirSync("/proc/self/fd").length
+    yield* round
+    yield* Effect.sleep(Duration.millis(50))
+    const before = openFiles()
+    yield* Effect.repeatN(round, repeats)
+    yield* Effect.sleep(Duration.millis(50))
+    expect(openFiles()).toBe(before)
+  })
 
 /** Field 22 of `/proc/<pid>/stat`: clock ticks since boot. */
 const startTimeOf = (pid: number) => {
