@@ -178,7 +178,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const limits = yield* Limits
   const shells = yield* RegistryShells.make(limits.retention)
   const safety = yield* RegistryCrashSafety.make(options, shells)
-  const life = yield* RegistryLifecycle.make({ limits, containment: yield* Containment, shells, journal: safety.journal })
+  const life = yield* RegistryLifecycle.make({ limits, containment: yield* Containment, shells, journal: safety.journal, emptied: safety.emptied })
   const admission = yield* RegistryAdmission.make({ limits, shells, dropNow: life.dropNow })
   const input = RegistryInput.make(shells)
   const commandShell: CommandShell.CommandShell = options.shell === undefined

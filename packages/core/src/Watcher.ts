@@ -9,8 +9,10 @@ import { fileURLToPath } from "node:url"
 import type { Stream } from "node:stream"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
 import type * as Message from "./internal/watcherMessage.js"
@@ -43,6 +45,12 @@ export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
   readonly remove: (key: string) => Effect.Effect<void>
   /** Watches the group for the scope's lifetime. */
   readonly guard: (target: StopTarget) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Ends the watcher now if it watches nothing (a shutdown whose stops are
+   * over), so its exit overlaps what the release does before it waits for
+   * it. A later `add` starts another.
+   */
+  readonly endIfIdle: Effect.Effect<void>
 }>() {}
 
 /** The key of a target: its tag where it has one (known before its pid), else its group. */
@@ -127,12 +135,21 @@ export const make = Effect.gen(function*() {
   // what the watcher was told, for a replacement, and what it is yet to be told;
   // every change to them, and to `current`, is one synchronous step
   const watched = new Map<string, StopTarget>()
+  // set while the watcher was ended on purpose (endIfIdle): its death is not replaced until an add revives it
+  let retired: Deferred.Deferred<void> | undefined
   let pending = ""
   let flushScheduled = false
   let current: ChildProcess
   const flush = () => {
     write(current, pending)
     pending = ""
+  }
+  /** A new watcher process, told every group still announced (what was pending is in `watched` already). */
+  const restart = () => {
+    current = startProcess(args)
+    pending = ""
+    write(current, [...watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
+    return current
   }
   const enqueue = (message: WatcherMessage, now: boolean) => {
     pending += lineOf(message)
@@ -163,16 +180,13 @@ export const make = Effect.gen(function*() {
     const child = current
     const startedAt = yield* Clock.currentTimeMillis
     const how = yield* ended(child)
+    // ended on purpose (endIfIdle) is no death: no replacement until an add needs one, and that add starts it
+    if (retired !== undefined) yield* Deferred.await(retired)
+    if (current !== child) return
     // a watcher that cannot stay up is not restarted in a tight loop
     const lived = Duration.millis((yield* Clock.currentTimeMillis) - startedAt)
     if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
-    const replacement = yield* Effect.sync(() => {
-      current = startProcess(args)
-      // what was pending is in `watched` already
-      pending = ""
-      write(current, [...watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
-      return current
-    })
+    const replacement = yield* Effect.sync(restart)
     // a watcher with nothing to stop loads no stop code, and so never says it is ready
     if (watched.size > 0) yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
     yield* Effect.logWarning(
@@ -186,7 +200,12 @@ export const make = Effect.gen(function*() {
   const add = (key: string, target: StopTarget) =>
     Effect.sync(() => {
       watched.set(key, target)
-      enqueue({ op: "add", key, target }, true)
+      if (retired === undefined) return enqueue({ op: "add", key, target }, true)
+      // ended on purpose and watched again: a new watcher, told everything, and replaced if it dies
+      const revival = retired
+      retired = undefined
+      restart()
+      Deferred.unsafeDone(revival, Effect.void)
     })
   const update = (key: string, target: StopTarget) =>
     Effect.sync(() => {
@@ -202,6 +221,12 @@ export const make = Effect.gen(function*() {
     add,
     update,
     remove,
-    guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target)))
+    guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target))),
+    endIfIdle: Effect.sync(() => {
+      if (watched.size > 0 || retired !== undefined || current.exitCode !== null || current.signalCode !== null) return
+      retired = Deferred.unsafeMake<void>(FiberId.none)
+      pending = ""
+      current.kill("SIGKILL")
+    })
   })
 })

@@ -7,6 +7,8 @@
 import type { ChildProcess } from "node:child_process"
 import { ShellRegistry } from "@corral/core"
 import type { StopTarget } from "@corral/core/GroupStop"
+import { Limits } from "@corral/core/Limits"
+import * as Watcher from "@corral/core/Watcher"
 import type { WatcherMessage } from "@corral/core/Watcher"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -115,6 +117,36 @@ describe("a clean shutdown", () => {
       expect(watchersOf(process.pid)).toEqual([])
       expect(unreapedChildren(process.pid)).toEqual([])
     }))
+})
+
+describe("a watcher ended early", () => {
+  it.live("ends only when it watches nothing, is not replaced, and a later add starts one told every group", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const group = yield* spawnOwn("sleep", ["300"])
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const watcher = yield* Watcher.make.pipe(Effect.provide(Limits.layer))
+        const first = yield* watcher.pid
+        yield* watcher.add("kept", targetOf(group))
+        yield* watcher.endIfIdle
+        yield* realSleep(100)
+        expect(isRunning(first), "a watcher with a group to watch is not ended").toBe(true)
+
+        yield* watcher.remove("kept")
+        yield* watcher.endIfIdle
+        yield* eventually(`watcher ${first} to exit`, Effect.sync(() => (isRunning(first) ? undefined : true)))
+        // a death is replaced a second after the start at the latest; an end on purpose is not
+        yield* realSleep(1_300)
+        expect(watchersOf(process.pid)).toEqual([])
+
+        yield* watcher.add("kept", targetOf(group))
+        expect(watchersOf(process.pid).map((w) => w.pid)).toEqual([yield* watcher.pid])
+        return first
+      }))
+      // released with the group still announced, the new watcher stops it: it was told
+      expect(first).toBeGreaterThan(0)
+      yield* eventually("the group stopped by the new watcher", Effect.sync(() => (isRunning(group.pid!) ? undefined : true)))
+      expect(watchersOf(process.pid)).toEqual([])
+    })))
 })
 
 describe("a supervisor killed with SIGKILL", () => {

@@ -30,6 +30,12 @@ export interface CrashSafety {
   /** What a spawn needs: with crash safety, the watcher its groups announce themselves to. */
   readonly spawnContext: Context.Context<ProcessTable | Limits | Containment>
   readonly guard: (group: ProcessGroup.ProcessGroup) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Groups whose stop left nothing running: withdrawn from the watcher now
+   * (their scopes' closes would), which then ends at once if it watches
+   * nothing else, so that its exit overlaps the rest of a shutdown.
+   */
+  readonly emptied: (groups: ReadonlyArray<ProcessGroup.ProcessGroup>) => Effect.Effect<void>
 }
 
 export const make = (options: RegistryOptions, shells: Shells) =>
@@ -68,7 +74,12 @@ export const make = (options: RegistryOptions, shells: Shells) =>
         onNone: () => context,
         onSome: (w) => Context.add(context, Watcher.Watcher, w)
       }),
-      guard: (group) => Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.guard(group.target) })
+      guard: (group) => Option.match(watcher, { onNone: () => Effect.void, onSome: (w) => w.guard(group.target) }),
+      emptied: (groups) =>
+        Option.match(watcher, {
+          onNone: () => Effect.void,
+          onSome: (w) => Effect.zipRight(Effect.forEach(groups, (g) => w.remove(Watcher.keyOf(g.target)), { discard: true }), w.endIfIdle)
+        })
     } satisfies CrashSafety
   })
 

@@ -33,6 +33,8 @@ export interface Options {
   readonly containment: Containment["Type"]
   readonly shells: Shells
   readonly journal: RegistryJournal
+  /** Groups whose stop left nothing running (see `CrashSafety.emptied`). */
+  readonly emptied: (groups: ReadonlyArray<ProcessGroup.ProcessGroup>) => Effect.Effect<void>
 }
 
 const markStopping = (shell: Shell, by: StopCause) =>
@@ -244,11 +246,16 @@ export const make = (options: Options) =>
       shutdown: Effect.gen(function*() {
         yield* Deferred.succeed(shuttingDown, undefined)
         yield* journal.stopWriting
-        // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
-        yield* Fiber.interruptAll([keeper, ...Array.from(lifecycles, ([, fiber]) => fiber)])
         const all = [...shells.byId.values()]
         yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
-        const reports = yield* ProcessGroup.stopAll(all.map((s) => s.group))
+        // the stop first: its first signals go out before the lifecycles' interrupts, which then run while the
+        // kernel ends the processes. A lifecycle that sees its exit before its interrupt finds its shell
+        // stopping, joins this stop and settles and closes it once, as below (both are once only)
+        const stopping = yield* Effect.fork(ProcessGroup.stopAll(all.map((s) => s.group)))
+        // a lifecycle would scan for its ended group and settle it again: here they are all settled at once
+        yield* Fiber.interruptAll([keeper, ...Array.from(lifecycles, ([, fiber]) => fiber)])
+        const reports = yield* Fiber.join(stopping)
+        yield* options.emptied(all.filter((_, i) => reports[i]!.survivors.length === 0).map((s) => s.group))
         yield* settleAll(options, all.map((shell, i) => [shell, reports[i]!] as const))
         // one after the other, without a fiber each: a close waits only for pipes not closed yet (at most
         // 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have closed
