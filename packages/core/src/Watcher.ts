@@ -123,7 +123,9 @@ const restartInterval = Duration.seconds(1)
  * Releasing it with nothing left to watch kills it, which is at once; with
  * groups still announced it closes the pipe, so the watcher stops them.
  * Either way the release waits for its exit: no watcher outlives a clean
- * supervisor, or becomes a zombie of a PID 1 that never reaps.
+ * supervisor, or becomes a zombie of a PID 1 that never reaps. A registry's
+ * shutdown kills it earlier (`endIfIdle`, once its stops left nothing to
+ * watch), so that the release finds it gone or going.
  */
 export const make = Effect.gen(function*() {
   const limits = yield* Limits
