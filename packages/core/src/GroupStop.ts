@@ -8,6 +8,8 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import type { LimitsShape } from "./Limits.js"
 import { Limits } from "./Limits.js"
 import type { ContainmentBackend } from "./Shell.js"
@@ -91,7 +93,7 @@ interface Progress {
 interface Run {
   readonly membership: Membership
   readonly progress: ReadonlyArray<Progress>
-  readonly wake: (ms: number) => Effect.Effect<void>
+  readonly wake: Wake
   readonly first: Signal
 }
 
@@ -108,6 +110,12 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
 
 /** The stop's sequence, over the members as `membership` finds them. */
 const stopMembers = (membership: Membership, options: StopOptions | undefined) =>
+  Effect.suspend(() => {
+    const wake = makeWake(options?.wakeOn ?? [])
+    return Effect.ensuring(stopWith(membership, wake, options), wake.close)
+  })
+
+const stopWith = (membership: Membership, wake: Wake, options: StopOptions | undefined) =>
   Effect.gen(function*() {
     const limits = yield* Limits
     const began = options?.began ?? (yield* Clock.currentTimeMillis)
@@ -117,7 +125,7 @@ const stopMembers = (membership: Membership, options: StopOptions | undefined) =
     const run: Run = {
       membership,
       progress: membership.groups.map((group) => progressOf(group, atOnce.get(group.target.pgid), first, began)),
-      wake: makeWake(options?.wakeOn ?? []),
+      wake,
       first
     }
     // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
@@ -198,14 +206,52 @@ const isAnyAlive = (run: Run) => run.membership.groups.some((g) => g.live.length
 
 const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
-/** Sleeps for `ms`, or less if one of the events not yet seen happens first. */
-const makeWake = (events: ReadonlyArray<Effect.Effect<void>>) => {
-  let pending = events.map((event, i) => ({ i, fired: Effect.as(event, i) }))
-  return (ms: number) =>
-    // a stop usually runs in a finalizer: the losing waits must stay interruptible, or the race waits for them
-    Effect.map(Effect.raceAll([Effect.as(Effect.sleep(ms), -1), ...pending.map((p) => p.fired)].map(Effect.interruptible)), (fired) => {
-      pending = pending.filter((p) => p.i !== fired)
-    })
+/** Pauses of a stop, each ended early by the next of its wake events; `close` stops listening for them. */
+interface Wake {
+  readonly pause: (ms: number) => Effect.Effect<void>
+  readonly close: Effect.Effect<void>
+}
+
+/**
+ * Sleeps for `ms`, or less if one of the events not yet seen happens first;
+ * one that happened between pauses ends the next at once. A pause costs one
+ * timer fiber: each event has one listener for the whole stop, started at
+ * the first pause (a stop that ends at its first check starts none). Racing
+ * the timer and every event anew at each pause forked a fiber per racer and
+ * cost three to five times the CPU, which a stop of many dying processes
+ * takes from them.
+ */
+const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
+  let missed = false
+  let endPause: (() => void) | undefined
+  const fire = () => endPause === undefined ? void (missed = true) : endPause()
+  let listeners: ReadonlyArray<Fiber.RuntimeFiber<void>> | undefined
+  const listen = Effect.suspend(() =>
+    listeners !== undefined || events.length === 0 ? Effect.void : Effect.map(
+      // a stop usually runs in a finalizer: what it forks must stay interruptible
+      Effect.forEach(events, (event) => Effect.forkDaemon(Effect.interruptible(Effect.zipRight(event, Effect.sync(fire))))),
+      (fibers) => void (listeners = fibers)
+    ))
+  const pause = (ms: number) =>
+    Effect.zipRight(
+      listen,
+      Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.sleep(ms))), (timer) =>
+        Effect.async<void>((resume) => {
+          const end = () => {
+            endPause = undefined
+            timer.removeObserver(end)
+            timer.unsafeInterruptAsFork(FiberId.none)
+            resume(Effect.void)
+          }
+          if (missed) {
+            missed = false
+            return end()
+          }
+          endPause = end
+          timer.addObserver(end)
+        }))
+    )
+  return { pause, close: Effect.suspend(() => listeners === undefined ? Effect.void : Fiber.interruptAllAs(listeners, FiberId.none)) }
 }
 
 /**
@@ -234,6 +280,6 @@ const pollUntilEmpty = (
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(run) || now >= deadline) return
       const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)
-      yield* run.wake(Math.min(pause, deadline - now))
+      yield* run.wake.pause(Math.min(pause, deadline - now))
     }
   })

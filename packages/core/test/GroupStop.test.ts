@@ -9,6 +9,7 @@ import * as path from "node:path"
 import type { LimitsShape, ProcessInfo, Signal, TestScript } from "@corral/core"
 import { GroupStop, Limits, makeTestScript, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -49,6 +50,7 @@ const setup = (options: Setup) =>
     return {
       script,
       scans: Ref.get(table.scans),
+      rechecks: Ref.get(table.rechecks),
       requested: Ref.get(table.requested),
       /** Signals the table accepted, as `SIGTERM -5000`. */
       delivered: Effect.map(Ref.get(script.signals), (all) => all.map((s) => `${s.signal} ${s.target}`)),
@@ -142,6 +144,57 @@ describe("GroupStop: a group that obeys SIGTERM", () => {
       expect(report.signals.SIGKILL).toBe(0)
       expect(report.durationMs).toBeGreaterThanOrEqual(50)
       expect(report.durationMs).toBeLessThanOrEqual(69)
+    }))
+})
+
+describe("GroupStop: wake events", () => {
+  it.effect("an event ends the pause under way: the group is seen gone at once, not at the next poll", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker] })
+      const event = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(t.stopOne({ wakeOn: [Deferred.await(event)] }))
+      // past the first 20 ms: the polls are 10 ms apart by now, and one is under way
+      yield* TestClock.adjust(35)
+      expect(yield* isDone(fiber)).toBe(false)
+      yield* vanish(t.script, -5000)
+      yield* Deferred.succeed(event, undefined)
+      yield* TestClock.adjust(0)
+      expect(yield* isDone(fiber), "the stop waited for its next poll").toBe(true)
+      expect((yield* Fiber.join(fiber)).durationMs).toBe(35)
+    }))
+
+  it.effect("an event that came before a pause ends that pause at once", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker] })
+      const event = yield* Deferred.make<void>()
+      yield* Deferred.succeed(event, undefined)
+      const fiber = yield* Effect.fork(t.stopOne({ wakeOn: [Deferred.await(event)] }))
+      yield* TestClock.adjust(0)
+      // each check looks up both members: a second check came without the clock moving, and no third
+      expect(yield* t.rechecks).toBe(4)
+      yield* vanish(t.script, -5000)
+      yield* TestClock.adjust(1)
+      expect((yield* Fiber.join(fiber)).durationMs).toBe(1)
+    }))
+
+  it.effect("stops listening for its events when it ends", () =>
+    Effect.gen(function*() {
+      const listening = yield* Ref.make(false)
+      const event = Effect.never.pipe(
+        Effect.onInterrupt(() => Ref.set(listening, false)),
+        Effect.zipLeft(Effect.void),
+        (never) => Effect.zipRight(Ref.set(listening, true), never)
+      )
+      // members take 50 ms to exit after SIGTERM: the stop pauses, so it listens
+      const onSignal = (script: TestScript, target: number, signal: Signal) =>
+        signal === "SIGTERM" ? Effect.asVoid(Effect.fork(Effect.delay(vanish(script, target), 50))) : Effect.void
+      const t = yield* setup({ table: [leader, worker], onSignal })
+      const fiber = yield* Effect.fork(t.stopOne({ wakeOn: [event] }))
+      yield* TestClock.adjust(10)
+      expect(yield* Ref.get(listening)).toBe(true)
+      yield* TestClock.adjust(60)
+      yield* Fiber.join(fiber)
+      expect(yield* Ref.get(listening), "a listener outlived its stop").toBe(false)
     }))
 })
 

@@ -145,23 +145,29 @@ export interface SignalRequest {
 }
 
 /**
- * `ProcessTable.layerTest`, counting scans and recording every signal corral
- * asks for, including the ones the table refuses.
+ * `ProcessTable.layerTest`, counting scans and a stop's rechecks of single
+ * processes, and recording every signal corral asks for, including the ones
+ * the table refuses.
  */
 export const instrumentedTable = (script: TestScript) =>
   Effect.gen(function*() {
     const scans = yield* Ref.make(0)
+    const rechecks = yield* Ref.make(0)
     const requested = yield* Ref.make<ReadonlyArray<SignalRequest>>([])
     const inner = yield* Effect.provide(ProcessTable, ProcessTable.layerTest(script))
     const layer = Layer.succeed(ProcessTable, ProcessTable.of({
       ...inner,
       scan: Effect.zipRight(Ref.update(scans, (n) => n + 1), inner.scan),
       scanSince: (since) => Effect.zipRight(Ref.update(scans, (n) => n + 1), inner.scanSince(since)),
+      keptLookups: Effect.map(inner.keptLookups, (kept) => ({
+        ...kept,
+        lookup: (pid: number) => Effect.zipRight(Ref.update(rechecks, (n) => n + 1), kept.lookup(pid))
+      })),
       signal: (target, signal) =>
         Clock.currentTimeMillis.pipe(
           Effect.flatMap((at) => Ref.update(requested, (all) => [...all, { target, signal, at }])),
           Effect.zipRight(inner.signal(target, signal))
         )
     }))
-    return { layer, scans, requested }
+    return { layer, scans, rechecks, requested }
   })
