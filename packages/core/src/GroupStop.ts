@@ -89,6 +89,12 @@ interface Progress {
   emptiedAt: number | undefined
 }
 
+/** The longest pause between two checks of a stop. */
+const MAX_PAUSE_MS = 10
+
+/** The shortest pause while a wake event is still to come. */
+const MIN_PAUSE_AWAITING_EVENT_MS = 5
+
 /** What every step of one stop works with. */
 interface Run {
   readonly membership: Membership
@@ -209,6 +215,8 @@ const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 /** Pauses of a stop, each ended early by the next of its wake events; `close` stops listening for them. */
 interface Wake {
   readonly pause: (ms: number) => Effect.Effect<void>
+  /** Whether an event is still to come, to end a pause early. */
+  readonly expecting: () => boolean
   readonly close: Effect.Effect<void>
 }
 
@@ -223,8 +231,13 @@ interface Wake {
  */
 const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
   let missed = false
+  let unfired = events.length
   let endPause: (() => void) | undefined
-  const fire = () => endPause === undefined ? void (missed = true) : endPause()
+  const fire = () => {
+    unfired -= 1
+    if (endPause === undefined) missed = true
+    else endPause()
+  }
   let listeners: ReadonlyArray<Fiber.RuntimeFiber<void>> | undefined
   const listen = Effect.suspend(() =>
     listeners !== undefined || events.length === 0 ? Effect.void : Effect.map(
@@ -251,15 +264,20 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
           timer.addObserver(end)
         }))
     )
-  return { pause, close: Effect.suspend(() => listeners === undefined ? Effect.void : Fiber.interruptAllAs(listeners, FiberId.none)) }
+  return { pause, expecting: () => unfired > 0, close: Effect.suspend(() => listeners === undefined ? Effect.void : Fiber.interruptAllAs(listeners, FiberId.none)) }
 }
 
 /**
- * Re-reads the known members every millisecond for the first 20 ms (of the
- * phase that began at `since`, by default now), then every 10 ms (never more
- * often than a check costs), so a fast exit is seen fast without spinning on
- * a stubborn group. Only when they are all gone is membership enumerated
- * again, for members born since; `onScan` sees what that finds.
+ * Re-reads the known members after pauses that grow with the phase (begun
+ * at `since`, by default now): a quarter of its age, at least 1 ms and at
+ * most 10 ms (and never shorter than a check took). A fast exit is seen
+ * fast, a slow one within a quarter of its own time, and a stubborn group
+ * is not spun on. While a wake event is still to come (the leader's exit,
+ * its pipes closing), the polls only catch what the events miss, and
+ * pause at least 5 ms: on the 2-core VMs measured, a pause and its wake
+ * cost 0.1-0.2 ms of CPU, taken from the processes that are ending. Only when they are
+ * all gone is membership enumerated again, for members born since;
+ * `onScan` sees what that finds.
  */
 const pollUntilEmpty = (
   run: Run,
@@ -279,7 +297,8 @@ const pollUntilEmpty = (
       yield* observe(run)
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(run) || now >= deadline) return
-      const pause = Math.max(now - from < 20 ? 1 : 10, now - checkStarted)
+      const shortest = run.wake.expecting() ? MIN_PAUSE_AWAITING_EVENT_MS : 1
+      const pause = Math.max(Math.min(MAX_PAUSE_MS, Math.max(shortest, Math.floor((now - from) / 4))), now - checkStarted)
       yield* run.wake.pause(Math.min(pause, deadline - now))
     }
   })
