@@ -92,6 +92,9 @@ interface Progress {
 /** The longest pause between two checks of a stop. */
 const MAX_PAUSE_MS = 10
 
+/** How long into the grace an assumed member is read even while its group lives on. */
+const RESOLVE_AFTER_MS = 20
+
 /** The shortest pause while a wake event is still to come. */
 const MIN_PAUSE_AWAITING_EVENT_MS = 5
 
@@ -108,7 +111,7 @@ export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
   options?: StopOptions
 ) {
   return yield* Effect.acquireUseRelease(
-    MembershipImpl.make(yield* ProcessTable, targets),
+    MembershipImpl.make(yield* ProcessTable, targets, options?.sentAtOnce),
     (membership) => stopMembers(membership, options),
     (membership) => membership.release
   )
@@ -141,7 +144,7 @@ const stopWith = (membership: Membership, wake: Wake, options: StopOptions | und
       yield* membership.signal("SIGCONT", byGroup)
     }
     yield* signalNewcomers(run)
-    yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers)
+    yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers, began, resolveSurvivors)
     for (const p of run.progress) p.killed = p.group.live.length
     yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
     if (isAnyAlive(run)) yield* membership.scan
@@ -161,7 +164,8 @@ const stopWith = (membership: Membership, wake: Wake, options: StopOptions | und
 
 /** A group's progress as its stop begins; `reached`: the pids `signalAtOnce` signalled in its group. */
 const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, first: Signal, began: number): Progress => {
-  const gotIt = reached === undefined ? group.live : group.live.filter((p) => reached.has(p.pid) && p.pgid === group.target.pgid)
+  // an assumed member is neither signalled nor a newcomer until it is read (`resolveSurvivors`)
+  const gotIt = reached === undefined ? group.live : group.live.filter((p) => reached.has(p.pid) && p.pgid === group.target.pgid && !group.assumed.has(p.pid))
   if (reached !== undefined) [first, "SIGCONT" as const].forEach((signal) => MembershipImpl.countSent(group, signal))
   const live = group.live.length
   return {
@@ -194,13 +198,32 @@ const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>
 /** A member first seen after the first signal was sent (born since, or not yet in its cgroup) gets it then, within the grace. */
 const signalNewcomers = (run: Run) =>
   Effect.forEach(run.progress, ({ group, signalled }) => {
-    const fresh = group.live.filter((p) => !signalled.has(keyOf(p)))
+    const fresh = group.live.filter((p) => !signalled.has(keyOf(p)) && !group.assumed.has(p.pid))
     fresh.forEach((p) => signalled.add(keyOf(p)))
     return fresh.length === 0 ? Effect.void : Effect.zipRight(
       run.membership.signalEach(group, fresh, run.first),
       run.membership.signalEach(group, fresh, "SIGCONT")
     )
   }, { discard: true })
+
+/**
+ * Assumed members (see `Group.assumed`) are read once they outlive their
+ * group, or the first `RESOLVE_AFTER_MS` of the grace: one that is not in
+ * the group missed the first signal, and is then a newcomer. True if any
+ * was read.
+ */
+const resolveSurvivors = (run: Run, age: number) =>
+  Effect.map(
+    Effect.forEach(run.progress, (p) =>
+      p.group.assumed.size === 0 ? Effect.succeed(false) : Effect.map(
+        run.membership.resolve(p.group, age >= RESOLVE_AFTER_MS),
+        (resolved) => {
+          for (const q of resolved) if (q.pgid === p.group.target.pgid) p.signalled.add(keyOf(q))
+          return resolved.length > 0
+        }
+      )),
+    (read) => read.includes(true)
+  )
 
 /** Each group's own end: a group found with members again (a newcomer) has not ended yet. */
 const observe = (run: Run) =>
@@ -277,23 +300,24 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
  * pause at least 5 ms: on the 2-core VMs measured, a pause and its wake
  * cost 0.1-0.2 ms of CPU, taken from the processes that are ending. Only when they are
  * all gone is membership enumerated again, for members born since;
- * `onScan` sees what that finds.
+ * `onScan` sees what that finds, or what `onCheck` found (true) at a check.
  */
 const pollUntilEmpty = (
   run: Run,
   deadline: number,
   onScan: (run: Run) => Effect.Effect<void> = () => Effect.void,
-  since?: number
+  since?: number,
+  onCheck: (run: Run, age: number) => Effect.Effect<boolean> = () => Effect.succeed(false)
 ) =>
   Effect.gen(function*() {
     const from = since ?? (yield* Clock.currentTimeMillis)
     while (true) {
       const checkStarted = yield* Clock.currentTimeMillis
       yield* run.membership.recheck
-      if (!isAnyAlive(run)) {
-        yield* run.membership.scanNewborn
-        yield* onScan(run)
-      }
+      const resolved = yield* onCheck(run, checkStarted - from)
+      const emptied = !isAnyAlive(run)
+      if (emptied) yield* run.membership.scanNewborn
+      if (resolved || emptied) yield* onScan(run)
       yield* observe(run)
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(run) || now >= deadline) return

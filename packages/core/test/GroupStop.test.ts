@@ -485,3 +485,89 @@ describe("GroupStop: a cgroup", () => {
       expect((yield* Ref.get(script.signals)).map((s) => `${s.signal} ${s.target}`)).toContain("SIGKILL -5000")
     }))
 })
+
+describe("GroupStop: a cgroup's members that got the first signal at once", () => {
+  // The group 5000 got SIGTERM and SIGCONT at once (`signalAtOnce`) while the cell listed 5000, 5001 and 5002;
+  // 5002 had left the group (setsid), so that signal missed it.
+  const inGroup = [leader, worker]
+  const outside = fakeProcess(5002, { pgid: 5002, sid: 5002, ppid: 5000 })
+  const sentAtOnce = new Map([[5000, new Set([5000, 5001, 5002])]])
+
+  /** A directory playing the cell's two files, kept in step with the scripted table. */
+  const cell = (script: TestScript) =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "corral-cgroup-"))),
+        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+      )
+      const sync = Effect.flatMap(Ref.get(script.processes), (all) =>
+        Effect.sync(() => {
+          fs.writeFileSync(path.join(dir, "cgroup.procs"), all.map((p) => `${p.pid}\n`).join(""))
+          fs.writeFileSync(path.join(dir, "cgroup.events"), `populated ${all.length > 0 ? 1 : 0}\nfrozen 0\n`)
+        }))
+      yield* sync
+      return { dir, sync }
+    })
+
+  /** Stops the cell with the table given; `obeys`: the pids that die of SIGTERM. Counts the table's single lookups. */
+  const stopCell = (table: ReadonlyArray<ProcessInfo>, obeys: ReadonlyArray<number>) =>
+    Effect.gen(function*() {
+      const script = yield* makeTestScript(table)
+      const { dir, sync } = yield* cell(script)
+      const lookups: Array<number> = []
+      const scripted: TestScript = {
+        ...script,
+        onSignal: (t, signal) =>
+          signal === "SIGKILL" || (signal === "SIGTERM" && obeys.includes(t)) ? Effect.zipRight(vanish(script, t), sync) : Effect.void
+      }
+      const counting = Layer.effect(
+        ProcessTable,
+        Effect.map(ProcessTable, (inner) => ProcessTable.of({ ...inner, lookup: (pid) => Effect.zipRight(Effect.sync(() => lookups.push(pid)), inner.lookup(pid)) }))
+      ).pipe(Layer.provide(ProcessTable.layerTest(scripted)))
+      const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
+      const fiber = yield* Effect.fork(
+        GroupStop.stopGroup({ ...target, cgroup: dir }, { sentAtOnce }).pipe(Effect.provide(Layer.merge(counting, limits)))
+      )
+      // what was sent, but the probes (signal 0) of whether the group still has anyone
+      const sent = Effect.map(Ref.get(script.signals), (all) => all.filter((s) => s.signal !== 0).map((s) => `${s.signal} ${s.target}`))
+      return { fiber, lookups, sent, die: (pid: number) => Effect.zipRight(vanish(script, pid), sync) }
+    })
+
+  it.scoped("the ones that die of it are never read: an obedient group costs no lookup", () =>
+    Effect.gen(function*() {
+      // 5002 died of the signal sent at once before the stop's scan; the group's two take 3 ms more
+      const { die, fiber, lookups } = yield* stopCell(inGroup, [])
+      yield* TestClock.adjust(3)
+      yield* die(-5000)
+      yield* TestClock.adjust(10)
+      const report = yield* Fiber.join(fiber)
+      expect(report).toMatchObject({ members: 3, escalated: false, survivors: [] })
+      expect(lookups).toEqual([])
+    }))
+
+  it.scoped("one outside the group is read, and sent SIGTERM by pid, as soon as its group is empty", () =>
+    Effect.gen(function*() {
+      // the group died of the signal sent at once; the one it missed is still there
+      const { fiber, lookups, sent } = yield* stopCell([outside], [5002])
+      yield* TestClock.adjust(0)
+      expect(yield* sent).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
+      yield* TestClock.adjust(1)
+      const report = yield* Fiber.join(fiber)
+      expect(lookups).toEqual([5002])
+      expect(report).toMatchObject({ escalated: false, escaped: [5002], survivors: [], durationMs: 1 })
+    }))
+
+  it.scoped("one outside a group that lives on (its members ignore SIGTERM) is read within 20 ms of the first signal", () =>
+    Effect.gen(function*() {
+      const { fiber, sent } = yield* stopCell([...inGroup, outside], [5002])
+      yield* TestClock.adjust(19)
+      expect(yield* sent).toEqual([])
+      yield* TestClock.adjust(6)
+      expect(yield* sent).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const report = yield* Fiber.join(fiber)
+      // the group's own two: SIGKILL at the end of the grace, never a second SIGTERM
+      expect(report).toMatchObject({ escalated: true, killed: 2, escaped: [5002], survivors: [] })
+      expect(report.signals.SIGTERM).toBe(1 + 1)
+    }))
+})

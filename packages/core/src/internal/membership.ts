@@ -19,6 +19,7 @@
  * id is a recycled number, and signalling it would hit a stranger.
  */
 import { constants } from "node:os"
+import * as Arr from "effect/Array"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StopTarget } from "../GroupStop.js"
@@ -63,6 +64,12 @@ export interface Group {
   readonly sent: Tally
   /** Pids that had left the session, signalled by pid. */
   readonly escaped: Set<number>
+  /**
+   * Pids a cgroup listed when the first signal went to the target's group
+   * at once, held as that group's without being read (see `resolve`): an
+   * obedient member dies before it is worth three syscalls.
+   */
+  readonly assumed: Set<number>
 }
 
 export interface Membership {
@@ -80,6 +87,12 @@ export interface Membership {
   readonly signalEach: (group: Group, members: ReadonlyArray<ProcessInfo>, signal: Signal) => Effect.Effect<void>
   /** SIGKILLs every member, frozen first where membership is not exact; each group's `live` is then whom it struck. */
   readonly kill: Effect.Effect<void>
+  /**
+   * Reads the assumed members of `group` still alive, if its target's group
+   * is empty (they are the ones outside it) or `now`: each is then known as
+   * it is, in the target's group (the first signal reached it) or not.
+   */
+  readonly resolve: (group: Group, now: boolean) => Effect.Effect<ReadonlyArray<ProcessInfo>>
   /** Closes the files the membership kept open to read again. */
   readonly release: Effect.Effect<void>
 }
@@ -96,12 +109,30 @@ const MAX_FREEZE_ROUNDS = 20
 /** Members by group, for the steps of a kill. */
 type Found = ReadonlyMap<Group, ReadonlyArray<ProcessInfo>>
 
-/** A membership of `targets`; what it keeps open goes with its `release`. */
-export const make = (table: ProcessTable["Type"], targets: ReadonlyArray<StopTarget>): Effect.Effect<Membership> =>
-  Effect.map(table.keptLookups, (kept) => makeWith(table, kept, targets))
+/**
+ * A membership of `targets`; what it keeps open goes with its `release`.
+ * `reached`: by group id, the pids a cgroup listed when its group got the
+ * first signal at once (`GroupStop.signalAtOnce`); they start out assumed.
+ */
+export const make = (
+  table: ProcessTable["Type"],
+  targets: ReadonlyArray<StopTarget>,
+  reached: ReadonlyMap<number, ReadonlySet<number>> = new Map()
+): Effect.Effect<Membership> => Effect.map(table.keptLookups, (kept) => makeWith(table, kept, targets, reached))
 
-const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: ReadonlyArray<StopTarget>): Membership => {
-  const groups = targets.map((target): Group => ({ target, live: [], sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }, escaped: new Set() }))
+const makeWith = (
+  table: ProcessTable["Type"],
+  kept: KeptLookups,
+  targets: ReadonlyArray<StopTarget>,
+  reached: ReadonlyMap<number, ReadonlySet<number>>
+): Membership => {
+  const groups = targets.map((target): Group => ({
+    target,
+    live: [],
+    sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 },
+    escaped: new Set(),
+    assumed: new Set(target.cgroup === undefined ? [] : reached.get(target.pgid) ?? [])
+  }))
   const scanned = groups.filter((g) => g.target.cgroup === undefined)
   const tree = makeTreeIndex(table, scanned)
   const since = earliestMark(scanned)
@@ -117,8 +148,7 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
 
   const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
 
-  const readLive = (pids: ReadonlyArray<number>) =>
-    Effect.map(Effect.forEach(pids, lookupLive), Option.reduceCompact([] as Array<ProcessInfo>, (ps, p) => [...ps, p]))
+  const readLive = (pids: ReadonlyArray<number>) => Effect.map(Effect.forEach(pids, lookupLive), Arr.getSomes)
 
   // each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again
   const trees = new Map<string, ReadonlyArray<string>>()
@@ -131,12 +161,16 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
    * empty reading, says a cgroup is empty, and a reading that found no one
    * while it is set is taken again.
    */
-  const cgroupMembers = (dir: string) =>
+  const cgroupMembers = (g: Group, dir: string) =>
     Effect.gen(function*() {
       for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir, read); reading++) {
         const tree = Cgroup.tree(dir, read)
         trees.set(dir, tree)
-        const found = yield* readLive(tree.flatMap((cgroup) => Cgroup.ownProcs(cgroup, read)))
+        const pids = tree.flatMap((cgroup) => Cgroup.ownProcs(cgroup, read))
+        const found = [
+          ...pids.filter((pid) => g.assumed.has(pid)).map((pid) => assumedMember(g.target, pid)),
+          ...yield* readLive(pids.filter((pid) => !g.assumed.has(pid)))
+        ]
         if (found.length > 0) return found
       }
       return []
@@ -146,7 +180,7 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
     Effect.gen(function*() {
       const byScan = tree.scanned ? yield* tree.members(yield* scanTable(from())) : new Map<Group, Array<ProcessInfo>>()
       const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
-      for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g.target.cgroup))
+      for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g, g.target.cgroup))
       return found
     })
   const find = findFrom(() => since)
@@ -177,6 +211,20 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
   }
   const recheck = Effect.forEach(groups, recheckGroup, { discard: true })
 
+  const resolve = (g: Group, now: boolean) =>
+    Effect.gen(function*() {
+      const pending = g.live.filter((p) => g.assumed.has(p.pid))
+      if (pending.length === 0) return []
+      // a signal of 0 to a group that still has a process is accepted
+      if (!now && (yield* table.signal(-g.target.pgid, 0))) return []
+      pending.forEach((p) => g.assumed.delete(p.pid))
+      const resolved = yield* readLive(pending.map((p) => p.pid))
+      const byPid = new Map(resolved.map((p) => [p.pid, p]))
+      const wasPending = new Set(pending)
+      g.live = g.live.flatMap((p) => !wasPending.has(p) ? [p] : byPid.has(p.pid) ? [byPid.get(p.pid)!] : [])
+      return resolved
+    })
+
   const signals = makeSignals(table)
   return {
     groups,
@@ -186,9 +234,22 @@ const makeWith = (table: ProcessTable["Type"], kept: KeptLookups, targets: Reado
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
     kill: makeKill(groups, find, signals.toFound),
+    resolve,
     release: Effect.zipRight(Effect.sync(files.close), kept.close)
   }
 }
+
+/** An assumed member: in the target's group and session, as far as the stop is concerned, until it is read. */
+const assumedMember = (target: StopTarget, pid: number): ProcessInfo => ({
+  pid,
+  ppid: 0,
+  pgid: target.pgid,
+  sid: target.sid,
+  state: "?",
+  threads: 1,
+  startTime: target.startTime,
+  comm: ""
+})
 
 /** The mark of the shell spawned first, if every one has one: no member of any of them is older. */
 const earliestMark = (groups: ReadonlyArray<Group>) => {
