@@ -86,7 +86,7 @@ const make = (
     return {
       backend,
       cell,
-      stop: (targets, options) => Effect.provide(GroupStop.stopGroups(targets, options), context),
+      stop: GroupStop.makeStop(table, yield* Limits),
       members: (target) =>
         Effect.acquireUseRelease(
           MembershipImpl.make(table, [target]),
