@@ -618,7 +618,8 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   }
   const group = assemble({ shellId, cell, tty, held, leaderStartTime: Option.getOrUndefined(Option.map(lookup, (p) => p.startTime)) }, leader, sinks, stopState)
   if (watcher !== undefined) yield* watcher.update(shellId, group.target)
-  yield* onClose(() => Effect.asVoid(group.stop()))
+  // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
+  yield* onClose(() => stopState.phase._tag === "Stopped" ? Effect.void : Effect.asVoid(group.stop()))
   return group
 })
 
