@@ -245,7 +245,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         Effect.gen(function*() {
           const token = newToken()
           yield* Effect.addFinalizer(() => killMarked(token))
-          for (let i = 0; i < 5; i++) {
+          // the pty package returns from its fork before the child has made its session: a fast stop can come before it
+          for (let i = 0; i < 12; i++) {
             const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`], tty: true })
             // under pidns the init forks the command a moment after the spawn, and says so on its report socket
             const report = yield* group.stop({ grace: Duration.seconds(5) })

@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type { Backend, Cell } from "./Containment.js"
 import { Containment } from "./Containment.js"
@@ -563,6 +564,25 @@ const assemble = (
   return group
 }
 
+/**
+ * Done once the leader leads a session of its own, or is gone (at most a
+ * second). The pty package returns from its fork before the child has made
+ * its session, unlike a pipe spawn, which returns once the child has
+ * exec'd. Until then the leader is in our own group and session, where no
+ * signal of corral's goes: a stop at once would scan no member (or, in a
+ * cgroup, one it cannot signal) and return while the command starts, or
+ * wait out the grace.
+ */
+const leadsItsSession = (table: ProcessTable["Type"], pid: number): Effect.Effect<void> =>
+  table.lookup(pid).pipe(
+    Effect.repeat({
+      schedule: Schedule.spaced(Duration.millis(1)),
+      until: Option.match({ onNone: () => true, onSome: (p) => p.sid === pid || p.state === "Z" || p.state === "X" })
+    }),
+    Effect.timeout(Duration.seconds(1)),
+    Effect.ignore
+  )
+
 /** Spawns `spec` in a new group; closing the scope stops the group. */
 export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
   yield* validate(spec)
@@ -607,6 +627,8 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
       Effect.timeout(Duration.seconds(1)),
       Effect.ignore
     )
+    : tty
+    ? leadsItsSession(table, pid)
     : undefined
   const stopState: StopState = {
     phase: { _tag: "NotAsked" },
