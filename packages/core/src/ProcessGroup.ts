@@ -8,7 +8,6 @@ import type { Readable, Writable } from "node:stream"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
-import * as path from "node:path"
 import * as Data from "effect/Data"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -16,6 +15,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
+import { constant } from "effect/Function"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
@@ -24,9 +24,11 @@ import { Containment } from "./Containment.js"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import * as GroupStop from "./GroupStop.js"
 import { Limits } from "./Limits.js"
+import type { LimitsShape } from "./Limits.js"
 import type { KeptFiles } from "./internal/readSmall.js"
 import { makeKeptFiles } from "./internal/readSmall.js"
 import * as Cgroup from "./internal/cgroup.js"
+import * as Executable from "./internal/executable.js"
 import * as Pty from "./internal/pty.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
@@ -164,7 +166,7 @@ export interface ProcessGroup {
   readonly pid: number
   /** Whether its stdin, stdout and stderr are a pseudo-terminal (`tty`). */
   readonly tty: boolean
-  /** The leader's start time in process-table units, when it could be read. */
+  /** The leader's start time in process-table units, when it could be read: read when first asked for, while the leader is our unreaped child. */
   readonly leaderStartTime: number | undefined
   readonly target: StopTarget
   readonly output: OutputBuffer.OutputBuffer
@@ -248,28 +250,10 @@ const isTty = (spec: SpawnSpec) => spec.tty !== undefined && spec.tty !== false
 const shellIdChain = (env: Readonly<Record<string, string | undefined>>, shellId: string) =>
   [...(env.CORRAL_SHELL_IDS ?? env.CORRAL_SHELL_ID ?? "").split(","), shellId].filter((id) => id !== "").join(",")
 
-/**
- * Where a wrapper execs the command, spawn itself cannot say that the
- * command is missing or not executable: find out first, as execvp would.
- */
+/** Where a wrapper execs the command, spawn itself cannot say that the command is missing: found out first (see `internal/executable`). */
 const checkExecutable = (file: string, env: Readonly<Record<string, string | undefined>>, cwd: string | undefined) => {
-  const candidates = file.includes("/")
-    ? [path.resolve(cwd ?? ".", file)]
-    : (env.PATH ?? "/usr/local/bin:/usr/bin:/bin").split(":").map((dir) => path.resolve(cwd ?? ".", dir || ".", file))
-  let code = "ENOENT"
-  for (const candidate of candidates) {
-    try {
-      const stat = fs.statSync(candidate, { throwIfNoEntry: false })
-      if (stat === undefined) continue
-      if (!stat.isFile()) throw new Error("not a file")
-      fs.accessSync(candidate, fs.constants.X_OK)
-      return undefined
-    } catch {
-      // as execvp: a PATH entry we may not search, or a match we may not run, is EACCES unless a later one works
-      code = "EACCES"
-    }
-  }
-  return new SpawnError({ file, code, cause: undefined })
+  const code = Executable.missing(file, env.PATH, cwd)
+  return code === undefined ? undefined : new SpawnError({ file, code, cause: undefined })
 }
 
 /** `file args` with `signals` ignored: an ignored disposition is the one thing exec keeps. */
@@ -472,15 +456,11 @@ const fromWaitStatus = (status: number): ExitStatus => {
 const onClose = (release: () => Effect.Effect<void>) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizerExit(scope, release))
 
 /** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
-const announce = (shellId: string, held: Omit<StopTarget, "pgid" | "sid">) =>
-  Effect.gen(function*() {
-    const watcher = yield* Effect.serviceOption(Watcher.Watcher)
-    if (Option.isNone(watcher)) return undefined
-    const w = watcher.value
-    yield* w.add(shellId, { pgid: -1, sid: -1, ...held })
-    yield* onClose(() => w.remove(shellId))
-    return w
-  })
+const announce = (watcher: Watcher.Watcher["Type"] | undefined, shellId: string, held: Omit<StopTarget, "pgid" | "sid">) =>
+  watcher === undefined ? Effect.void : Effect.zipRight(
+    watcher.add(shellId, { pgid: -1, sid: -1, ...held }),
+    onClose(() => watcher.remove(shellId))
+  )
 
 /**
  * Starts the leader. The scope closes after the group's stop: its release
@@ -527,6 +507,27 @@ const joinSoon = (cell: Cell, pid: number, listing: KeptFiles | undefined): (() 
   return join
 }
 
+const startTimeOf = (table: ProcessTable["Type"], pid: number) =>
+  Effect.map(table.lookup(pid), (found) => Option.getOrUndefined(Option.map(found, (p) => p.startTime)))
+
+/**
+ * The leader's start time, read when first asked for (by the journal, a
+ * macrotask after the start), not on the start's path: a read of /proc
+ * costs three syscalls. Read only while the leader is our unreaped child,
+ * when its pid cannot be another process's; undefined after that.
+ */
+const startTimeWhenAsked = (table: ProcessTable["Type"], leader: Leader) => {
+  let known: number | undefined
+  let read = false
+  return () => {
+    if (!read && leader.held()) {
+      read = true
+      known = Effect.runSync(startTimeOf(table, leader.pid))
+    }
+    return known
+  }
+}
+
 /** The group's value around its running leader, its sinks and its stop state. */
 const assemble = (
   base: {
@@ -534,7 +535,7 @@ const assemble = (
     readonly cell: Cell
     readonly tty: boolean
     readonly held: Omit<StopTarget, "pgid" | "sid">
-    readonly leaderStartTime: number | undefined
+    readonly leaderStartTime: () => number | undefined
   },
   leader: Leader,
   { closed, exit, output }: Sinks,
@@ -545,7 +546,9 @@ const assemble = (
     containment: base.cell.backend,
     pid: leader.pid,
     tty: base.tty,
-    leaderStartTime: base.leaderStartTime,
+    get leaderStartTime() {
+      return base.leaderStartTime()
+    },
     target: { pgid: leader.pid, sid: leader.pid, ...base.held },
     output,
     stdio: leader.stdio,
@@ -585,10 +588,40 @@ const leadsItsSession = (table: ProcessTable["Type"], pid: number): Effect.Effec
 
 /** Spawns `spec` in a new group; closing the scope stops the group. */
 export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
+  return yield* (yield* spawner)(spec)
+})
+
+/** What a spawn uses: resolved once by `spawner`. */
+interface Services {
+  readonly table: ProcessTable["Type"]
+  readonly limits: LimitsShape
+  readonly containment: Containment["Type"]
+  /** Provided (a registry with crash safety): every group is announced to it before it exists. */
+  readonly watcher: Watcher.Watcher["Type"] | undefined
+}
+
+/**
+ * `spawn` with its services resolved once, for a caller that spawns many
+ * (the registry): no lookup of four services at each spawn, and no span of
+ * its own, as the caller's start has one.
+ */
+export const spawner: Effect.Effect<
+  (spec: SpawnSpec) => Effect.Effect<ProcessGroup, ProcessGroupError, Scope.Scope>,
+  never,
+  ProcessTable | Limits | Containment
+> = Effect.map(
+  Effect.all({
+    table: ProcessTable,
+    limits: Limits,
+    containment: Containment,
+    watcher: Effect.map(Effect.serviceOption(Watcher.Watcher), Option.getOrUndefined)
+  }),
+  (services) => (spec) => spawnWith(services, spec)
+)
+
+const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*() {
   yield* validate(spec)
-  const table = yield* ProcessTable
-  const limits = yield* Limits
-  const containment = yield* Containment
+  const { containment, limits, table } = services
   const shellId = spec.shellId ?? generateShellId()
   // acquired first, released last: the cell outlives the stop
   const cell = yield* containment.cell(shellId)
@@ -596,7 +629,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   // a cgroup lists its members; a scan for them need not read processes older than the shell
   const pidMark = cell.cgroup === undefined ? yield* table.mark : undefined
   const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined, pidMark } as const
-  const watcher = yield* announce(shellId, held)
+  yield* announce(services.watcher, shellId, held)
   const output = yield* OutputBuffer.make(limits.bufferBytes)
   const exit = yield* Deferred.make<ExitStatus>()
   const closed = yield* Deferred.make<void>()
@@ -620,7 +653,7 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
   const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
   const join = joinSoon(cell, pid, listing)
-  const lookup = yield* table.lookup(pid)
+  const leaderStartTime = tty ? constant(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = cell.reportsExit
     ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
@@ -638,8 +671,8 @@ export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) 
     signalAtOnce: (signal) =>
       Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, group.target, signal, listing?.readOr) : Effect.succeed(undefined))
   }
-  const group = assemble({ shellId, cell, tty, held, leaderStartTime: Option.getOrUndefined(Option.map(lookup, (p) => p.startTime)) }, leader, sinks, stopState)
-  if (watcher !== undefined) yield* watcher.update(shellId, group.target)
+  const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
+  if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
   // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
   yield* onClose(() => stopState.phase._tag === "Stopped" ? Effect.void : Effect.asVoid(group.stop()))
   return group
