@@ -12,7 +12,7 @@ import type * as Stream from "effect/Stream"
 import * as Journal from "./Journal.js"
 import { Limits } from "./Limits.js"
 import type { InvalidTerminalSize, ProcessGroupError, SpawnSpec, TerminalSize } from "./ProcessGroup.js"
-import type * as ProcessGroup from "./ProcessGroup.js"
+import * as ProcessGroup from "./ProcessGroup.js"
 import type { OutputChunk } from "./OutputBuffer.js"
 import * as CommandShell from "./CommandShell.js"
 import { Containment } from "./Containment.js"
@@ -178,7 +178,9 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const limits = yield* Limits
   const shells = yield* RegistryShells.make(limits.retention)
   const safety = yield* RegistryCrashSafety.make(options, shells)
-  const life = yield* RegistryLifecycle.make({ limits, containment: yield* Containment, shells, journal: safety.journal, emptied: safety.emptied })
+  // the spawn's services (the watcher among them, with crash safety) resolved once, not at every start
+  const spawn = yield* Effect.provide(ProcessGroup.spawner, safety.spawnContext)
+  const life = yield* RegistryLifecycle.make({ limits, containment: yield* Containment, shells, journal: safety.journal, emptied: safety.emptied, spawn })
   const admission = yield* RegistryAdmission.make({ limits, shells, dropNow: life.dropNow })
   const input = RegistryInput.make(shells)
   const commandShell: CommandShell.CommandShell = options.shell === undefined
@@ -200,7 +202,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     // `initialize`) starts none
     yield* ShellOutput.warm
     return info
-  }, Effect.provide(safety.spawnContext))
+  })
 
   const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {
     return yield* life.kill(yield* input.owned(id, killOptions.owner))

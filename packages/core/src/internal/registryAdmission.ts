@@ -4,9 +4,8 @@
  * finished shells, oldest first.
  */
 import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as HashSet from "effect/HashSet"
-import * as Ref from "effect/Ref"
 import type { LimitsShape } from "../Limits.js"
 import type { ShellInfo } from "../Shell.js"
 import type { Shell, Shells } from "./registryShells.js"
@@ -43,53 +42,91 @@ export interface Options {
   readonly dropNow: (shell: Shell) => Effect.Effect<void>
 }
 
+/**
+ * The bookkeeping is plain state changed in synchronous steps, not refs and
+ * semaphores: a start that fits under the cap is admitted in one step,
+ * which no other fiber can interleave with. Semaphores and a `HashSet` ref
+ * were most of what a start allocated before its spawn (90 KiB), and on the
+ * VMs corral is built on each 4 KiB a start touches after a fork costs a
+ * page fault.
+ */
 export const make = (options: Options): Effect.Effect<Admission> =>
   Effect.gen(function*() {
-    const { limits } = options
-    // starts hold one permit; shutdown takes them all, so it waits for starts in flight
-    const startPermits = limits.maxShells * 4
-    const gate = yield* Effect.makeSemaphore(startPermits)
-    let closing = false
-    const slots = yield* makeSlots(options)
-    return {
-      admitted: (start) => {
-        const refused = Effect.suspend(() => (closing ? new RegistryClosed() : Effect.void))
-        return Effect.zipRight(refused, gate.withPermits(1)(Effect.zipRight(refused, Effect.acquireUseRelease(slots.admit, start, slots.release))))
-      },
-      close: (shutdown) => gate.withPermits(startPermits)(Effect.zipRight(Effect.sync(() => (closing = true)), shutdown))
-    }
-  })
-
-/** Ids, and slots under the cap: `admit` one at a time, `release` once the start registered its shell or failed. */
-const makeSlots = ({ dropNow, limits, shells }: Options) =>
-  Effect.gen(function*() {
+    const { limits, shells } = options
     let counter = 0
     // ids of starts admitted under the cap and not yet registered: they count
     // against it from before their spawn, so concurrent starts cannot all pass
-    // the check; admission is one at a time, the spawns are not
-    const admitted = yield* Ref.make(HashSet.empty<string>())
-    const admission = yield* Effect.makeSemaphore(1)
+    // the check; the spawns themselves run concurrently
+    const admitted = new Set<string>()
+    let inFlight = 0
+    let closing = false
+    // completed once the gate is closed and the last start in flight is done
+    const drained = yield* Deferred.make<void>()
+    // a start that must make room waits for the one making room before it
+    const makingRoom = yield* Effect.makeSemaphore(1)
+    let roomWaiters = 0
 
     /** Registered shells and admitted starts, each counted once. */
-    const occupied = Effect.map(Ref.get(admitted), (ids) => shells.byId.size + HashSet.size(HashSet.filter(ids, (id) => !shells.byId.has(id))))
+    const occupied = () => {
+      let pending = 0
+      for (const id of admitted) if (!shells.byId.has(id)) pending++
+      return shells.byId.size + pending
+    }
 
-    /** Drops finished shells, oldest first, until one more fits under the cap; looks at none while one more fits. */
-    const makeRoom = Effect.gen(function*() {
-      const excess = (yield* occupied) + 1 - limits.maxShells
-      if (excess <= 0) return
-      const finished = yield* shells.having((status) => !isActive(status))
-      yield* Effect.forEach(finished.slice(0, excess), dropNow, { discard: true })
+    /** A start leaves the gate: admitted and done, or refused. The shutdown waits for the last. */
+    const leave = () => {
+      if (--inFlight === 0 && closing) Deferred.unsafeDone(drained, Effect.void)
+    }
+
+    /** An id and a slot now, or why not; undefined when finished shells must be dropped first. */
+    const take = (): string | RegistryClosed | undefined => {
+      if (closing) return new RegistryClosed()
+      if (occupied() >= limits.maxShells) return undefined
+      const id = `s${++counter}`
+      admitted.add(id)
+      return id
+    }
+
+    const release = (id: string) =>
+      Effect.sync(() => {
+        admitted.delete(id)
+        leave()
+      })
+
+    /** Drops finished shells, oldest first, until one more fits under the cap, then takes the slot. */
+    const takeWithRoom = makingRoom.withPermits(1)(Effect.gen(function*() {
+      const excess = occupied() + 1 - limits.maxShells
+      if (excess > 0) {
+        const finished = yield* shells.having((status) => !isActive(status))
+        yield* Effect.forEach(finished.slice(0, excess), options.dropNow, { discard: true })
+      }
+      const taken = take()
+      if (taken !== undefined) return yield* (typeof taken === "string" ? Effect.succeed(taken) : taken)
+      return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.byId.values(), infoOf) })
+    })).pipe(
+      Effect.ensuring(Effect.sync(() => roomWaiters--)),
+      Effect.onError(() => Effect.sync(leave))
+    )
+
+    /** Run uninterruptibly, as `acquireUseRelease`'s acquire: every start that enters leaves. */
+    const admit = Effect.suspend(() => {
+      if (closing) return new RegistryClosed()
+      inFlight++
+      // while a start makes room, later ones queue behind it, as they would for the slot it makes
+      const taken = roomWaiters === 0 ? take() : undefined
+      if (taken === undefined) {
+        roomWaiters++
+        return takeWithRoom
+      }
+      return typeof taken === "string" ? Effect.succeed(taken) : Effect.zipRight(Effect.sync(leave), taken)
     })
 
-    const admit = admission.withPermits(1)(Effect.gen(function*() {
-      yield* makeRoom
-      if ((yield* occupied) >= limits.maxShells) {
-        return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.byId.values(), infoOf) })
-      }
-      const id = `s${++counter}`
-      yield* Ref.update(admitted, HashSet.add(id))
-      return id
-    }))
-
-    return { admit, release: (id: string) => Ref.update(admitted, HashSet.remove(id)) }
+    return {
+      admitted: (start) => Effect.acquireUseRelease(admit, start, release),
+      close: (shutdown) =>
+        Effect.suspend(() => {
+          closing = true
+          return inFlight === 0 ? shutdown : Effect.zipRight(Deferred.await(drained), shutdown)
+        })
+    }
   })

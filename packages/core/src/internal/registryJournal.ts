@@ -14,6 +14,8 @@ import { nextMacrotask } from "./macrotask.js"
 export interface RegistryJournal {
   /** Marks the journal out of date: the writer rewrites it shortly. */
   readonly changed: Effect.Effect<void>
+  /** `changed`, from outside a fiber (a start's follow-up in its next macrotask). */
+  readonly unsafeChanged: () => void
   /** Rewrites it now, for a caller that must know it is written. */
   readonly writeNow: Effect.Effect<void>
   /** Stops writing: the shutdown's changes are not worth a write each. */
@@ -31,7 +33,7 @@ export interface Options {
 }
 
 /** A journal that is never written, for a registry without one. */
-export const disabled: RegistryJournal = { changed: Effect.void, writeNow: Effect.void, stopWriting: Effect.void, remove: Effect.void }
+export const disabled: RegistryJournal = { changed: Effect.void, unsafeChanged: () => {}, writeNow: Effect.void, stopWriting: Effect.void, remove: Effect.void }
 
 export const make = (options: Options): Effect.Effect<RegistryJournal, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -58,6 +60,7 @@ export const make = (options: Options): Effect.Effect<RegistryJournal, never, Sc
     const stopWriting = Effect.zipRight(Fiber.interrupt(writer), lock.withPermits(1)(Effect.sync(() => (removed = true))))
     return {
       changed: Effect.asVoid(Queue.offer(dirty, undefined)),
+      unsafeChanged: () => void Queue.unsafeOffer(dirty, undefined),
       writeNow,
       stopWriting,
       remove: Effect.zipRight(stopWriting, Journal.remove(options.stateDir, Journal.nameOf(options.supervisor())))

@@ -35,6 +35,8 @@ export interface Options {
   readonly journal: RegistryJournal
   /** Groups whose stop left nothing running (see `CrashSafety.emptied`). */
   readonly emptied: (groups: ReadonlyArray<ProcessGroup.ProcessGroup>) => Effect.Effect<void>
+  /** `ProcessGroup.spawner`'s, its services resolved. */
+  readonly spawn: (spec: SpawnSpec) => Effect.Effect<ProcessGroup.ProcessGroup, ProcessGroup.ProcessGroupError, Scope.Scope>
 }
 
 const markStopping = (shell: Shell, by: StopCause) =>
@@ -174,10 +176,10 @@ const keepLifetimes = (started: Queue.Dequeue<Due>, outlive: (id: string) => Eff
   }))
 
 /** A new shell's record, its group held by a scope of its own. */
-const spawnShell = (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
+const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const group = yield* ProcessGroup.spawn(spec).pipe(
+    const group = yield* options.spawn(spec).pipe(
       Scope.extend(scope),
       Effect.tapError(() => Scope.close(scope, Exit.void))
     )
@@ -224,27 +226,44 @@ export const make = (options: Options) =>
         return shell === undefined ? Effect.void : Effect.flatMap(Ref.get(shell.status), (status) =>
           isRunning(status) ? Effect.sync(() => runLifecycle(id, outlive(shell))) : Effect.void)
       })))
+    // What only a shell's later life needs (its lifecycle, its lifetime, the journal's change) begins in
+    // the macrotask after its start, off the start's path: the caller has the id first. Nothing of it is
+    // needed sooner: a kill stops the group itself, and the lifecycle of a shell that ended meanwhile
+    // finds its exit already there. A drop, which may come sooner, begins what is pending first.
+    let pending: Array<Shell> = []
+    const follow = () => {
+      const due = pending
+      pending = []
+      for (const shell of due) {
+        runLifecycle(shell.id, live(shell))
+        Queue.unsafeOffer(started, { id: shell.id, at: shell.base.startedAt + lifetime })
+      }
+      if (due.length > 0) journal.unsafeChanged()
+    }
     return {
-      /** Spawns a shell, registers it and starts its lifecycle; `tag` is its `CORRAL_SHELL_ID`. */
+      /** Spawns a shell and registers it; its lifecycle begins in the next macrotask (see `follow`). `tag` is its `CORRAL_SHELL_ID`. */
       launch: (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
         Effect.gen(function*() {
-          const shell = yield* spawnShell(id, tag, spec, startOptions)
+          const shell = yield* spawnShell(options, id, tag, spec, startOptions)
           const info = yield* shells.register(shell)
-          yield* journal.changed
-          yield* Effect.sync(() => runLifecycle(id, live(shell)))
-          yield* Queue.offer(started, { id, at: shell.base.startedAt + lifetime })
+          yield* Effect.sync(() => {
+            if (pending.push(shell) === 1) setImmediate(follow)
+          })
           return info
         }),
       kill: (shell: Shell) => Effect.zipRight(markStopping(shell, "request"), stop(options, shell)),
       // its lifecycle ends by itself once its stop has run through, and a start does not wait for that; not
       // interrupted, for an interrupt that reached it inside its uninterruptible stop was lost there, and it
       // waited out the whole retention
-      dropNow: (shell: Shell) => shells.drop(shell),
+      dropNow: (shell: Shell) => Effect.zipRight(Effect.sync(follow), shells.drop(shell)),
       // Every shell at once, with one process-table scan per tick for all of
       // them, then one settling, one journal removal and one watcher write; then
       // the end of the event streams.
       shutdown: Effect.gen(function*() {
         yield* Deferred.succeed(shuttingDown, undefined)
+        // shells whose later life has not begun: the shutdown ends them with the others
+        const unfollowed = pending
+        pending = []
         yield* journal.stopWriting
         const all = [...shells.byId.values()]
         yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
@@ -261,6 +280,8 @@ export const make = (options: Options) =>
         // 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have closed
         yield* nextMacrotask
         yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true })
+        // one of them dropped already (killed, then dropped to make room) is not listed: its scope closes here
+        yield* Effect.forEach(unfollowed, (s) => closeIfDropped(options, s), { discard: true })
         yield* journal.remove
         yield* shells.endEvents
       })
