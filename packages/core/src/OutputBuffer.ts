@@ -187,4 +187,7 @@ class BufferImpl implements OutputBuffer {
   }
 }
 
-export const make = (capacity: number): Effect.Effect<OutputBuffer> => Effect.sync(() => new BufferImpl(capacity))
+export const make = (capacity: number): Effect.Effect<OutputBuffer> => Effect.sync(() => unsafeMake(capacity))
+
+/** `make`, for a caller that makes it in a synchronous step of its own (a spawn's sinks). */
+export const unsafeMake = (capacity: number): OutputBuffer => new BufferImpl(capacity)

@@ -288,11 +288,13 @@ const prepare = (spec: SpawnSpec, shellId: string, cell: Cell, checkAlways: bool
   const [command, commandArgs] = typeof spec.command === "string"
     ? [spec.shell ?? "/bin/sh", ["-c", spec.command]]
     : [spec.command[0]!, spec.command.slice(1)]
-  const base: Record<string, string | undefined> = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
+  const env: Record<string, string | undefined> = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
   const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
-  const missing = checkAlways || cell.backend !== "procScan" || ignored.length > 0 ? checkExecutable(command, base, spec.cwd) : undefined
+  const missing = checkAlways || cell.backend !== "procScan" || ignored.length > 0 ? checkExecutable(command, env, spec.cwd) : undefined
   const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs), report)
-  const env: Record<string, string | undefined> = { ...base, CORRAL_SHELL_ID: shellId, CORRAL_SHELL_IDS: shellIdChain(base, shellId) }
+  // the tags set on the one copy of the environment a spawn makes, not on a second
+  env.CORRAL_SHELL_IDS = shellIdChain(env, shellId)
+  env.CORRAL_SHELL_ID = shellId
   return { command, file, args, env, missing }
 }
 
@@ -630,12 +632,15 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const pidMark = cell.cgroup === undefined ? yield* table.mark : undefined
   const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined, pidMark } as const
   yield* announce(services.watcher, shellId, held)
-  const output = yield* OutputBuffer.make(limits.bufferBytes)
-  const exit = yield* Deferred.make<ExitStatus>()
-  const closed = yield* Deferred.make<void>()
-  // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init)
-  const forked = yield* Deferred.make<void>()
-  const sinks: Sinks = { output, exit, closed, forked }
+  // made in one step: completed from the child's callbacks, by no fiber
+  const sinks: Sinks = yield* Effect.sync(() => ({
+    output: OutputBuffer.unsafeMake(limits.bufferBytes),
+    exit: Deferred.unsafeMake<ExitStatus>(FiberId.none),
+    closed: Deferred.unsafeMake<void>(FiberId.none),
+    // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init)
+    forked: Deferred.unsafeMake<void>(FiberId.none)
+  }))
+  const { closed, exit, forked } = sinks
   const tty = isTty(spec)
   // on a terminal, the init's report channel is a socket, closed after the leader's output (released first)
   const report = tty && cell.reportsExit

@@ -139,22 +139,23 @@ export const make = Effect.gen(function*() {
   const watched = new Map<string, StopTarget>()
   // set while the watcher was ended on purpose (endIfIdle): its death is not replaced until an add revives it
   let retired: Deferred.Deferred<void> | undefined
-  let pending = ""
+  // encoded when written: a start's pid update costs its path no JSON
+  let pending: Array<WatcherMessage> = []
   let flushScheduled = false
   let current: ChildProcess
   const flush = () => {
-    write(current, pending)
-    pending = ""
+    write(current, pending.map(lineOf).join(""))
+    pending = []
   }
   /** A new watcher process, told every group still announced (what was pending is in `watched` already). */
   const restart = () => {
     current = startProcess(args)
-    pending = ""
+    pending = []
     write(current, [...watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
     return current
   }
   const enqueue = (message: WatcherMessage, now: boolean) => {
-    pending += lineOf(message)
+    pending.push(message)
     if (now) return flush()
     if (flushScheduled) return
     flushScheduled = true
@@ -227,7 +228,7 @@ export const make = Effect.gen(function*() {
     endIfIdle: Effect.sync(() => {
       if (watched.size > 0 || retired !== undefined || current.exitCode !== null || current.signalCode !== null) return
       retired = Deferred.unsafeMake<void>(FiberId.none)
-      pending = ""
+      pending = []
       current.kill("SIGKILL")
     })
   })

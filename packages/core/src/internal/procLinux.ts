@@ -152,7 +152,7 @@ export const uidOf = (pid: number): number | undefined => {
 
 // /proc/uptime and stat's starttime share the boot clock; USER_HZ is 100 on
 // every Linux ABI Node supports.
-export const now = (): number => Math.floor(Number(readSmall("/proc/uptime").split(" ")[0]) * 100)
+export const now = (read: (path: string) => string = readSmall): number => Math.floor(Number(read("/proc/uptime").split(" ")[0]) * 100)
 
 /** The inode in `/proc/<pid>/ns/pid` (or `pid_for_children`): `pid:[4026531836]`. */
 export const pidNamespaceOf = (pid: number | "self", forChildren = false): number | undefined => {

@@ -10,6 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -178,6 +179,16 @@ const keepLifetimes = (started: Queue.Dequeue<Due>, outlive: (id: string) => Eff
 /** A new shell's record, its group held by a scope of its own. */
 const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
   Effect.gen(function*() {
+    // what the record holds besides its group, made before the spawn: after a fork, each page the
+    // supervisor writes to costs a fault, so the start does as little as it can after its spawn
+    const startedAt = yield* Clock.currentTimeMillis
+    const state = yield* Effect.sync(() => ({
+      status: Ref.unsafeMake<ShellStatus>({ _tag: "Running" }),
+      endedAt: Ref.unsafeMake<number | undefined>(undefined),
+      settled: Deferred.unsafeMake<void>(FiberId.none),
+      gone: Deferred.unsafeMake<void>(FiberId.none),
+      cursors: new Map<string, number>()
+    }))
     const scope = yield* Scope.make()
     const group = yield* options.spawn(spec).pipe(
       Scope.extend(scope),
@@ -197,13 +208,9 @@ const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, 
         owner: startOptions.owner,
         containment: group.containment,
         ...(group.tty ? { tty: true } : {}),
-        startedAt: yield* Clock.currentTimeMillis
+        startedAt
       },
-      status: yield* Ref.make<ShellStatus>({ _tag: "Running" }),
-      endedAt: yield* Ref.make<number | undefined>(undefined),
-      settled: yield* Deferred.make<void>(),
-      gone: yield* Deferred.make<void>(),
-      cursors: new Map()
+      ...state
     } satisfies Shell
   })
 
