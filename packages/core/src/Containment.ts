@@ -78,13 +78,15 @@ export class ContainmentUnavailable extends Data.TaggedError("ContainmentUnavail
 const make = (
   backend: Backend,
   cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>,
-  reap: Effect.Effect<void, never, ProcessTable | Limits>
+  reap: Effect.Effect<void, never, ProcessTable | Limits>,
+  cells?: string
 ) =>
   Effect.gen(function*() {
     const context = yield* Effect.context<ProcessTable | Limits>()
     const table = yield* ProcessTable
     return {
       backend,
+      cells,
       cell,
       stop: GroupStop.makeStop(table, yield* Limits),
       members: (target) =>
@@ -284,6 +286,11 @@ const reapLeftovers = (home: string) =>
 
 export class Containment extends Context.Tag("@corral/core/Containment")<Containment, {
   readonly backend: Backend
+  /**
+   * The cgroup every cgroup cell is made in (the cgroup backend's), so that a
+   * watcher told of it stops a new shell however early its supervisor dies.
+   */
+  readonly cells: string | undefined
   /** A cell for a new shell. Closing the scope removes it; close it after the shell's stop. */
   readonly cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>
   /** Stops shells together: TERM, the grace, the kill loop. Any target, whichever backend made it. */
@@ -309,7 +316,7 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
 
   static readonly layerCgroup: Layer.Layer<Containment, ContainmentUnavailable, ProcessTable | Limits> = Layer.scoped(
     Containment,
-    Effect.flatMap(cgroupParent, ({ home, parent }) => make("cgroup", cgroupCell(parent), reapLeftovers(home)))
+    Effect.flatMap(cgroupParent, ({ home, parent }) => make("cgroup", cgroupCell(parent), reapLeftovers(home), parent))
   )
 
   /** The scripted-table backend for TestClock tests: procScan over whatever `ProcessTable` is provided. */

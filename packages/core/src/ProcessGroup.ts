@@ -298,10 +298,11 @@ const prepare = (spec: SpawnSpec, shellId: string, cell: Cell, checkAlways: bool
   return { command, file, args, env, missing }
 }
 
+/** Spawns the leader on pipes, synchronously: only a spawn that failed waits, for its `error` event. */
 const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) =>
-  Effect.async<Leader, SpawnError>((resume) => {
+  Effect.suspend((): Effect.Effect<Leader, SpawnError> => {
     const { args, command, env, file, missing } = prepare(spec, shellId, cell, false)
-    if (missing !== undefined) return resume(Effect.fail(missing))
+    if (missing !== undefined) return Effect.fail(missing)
     let child: ChildProcess
     try {
       child = spawnChild(file, args, {
@@ -322,12 +323,15 @@ const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) 
       })
     } catch (cause) {
       // some failures (E2BIG for a command too large) are thrown at once instead of emitted
-      return resume(Effect.fail(new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause })))
+      return Effect.fail(new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause }))
     }
     // a pid means the exec succeeded (spawn waits for it): the `spawn` event a tick later would only delay the start
-    if (child.pid !== undefined) return resume(Effect.succeed(connectChild(child, spec, sinks)))
-    child.once("error", (cause: NodeJS.ErrnoException) =>
-      resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause }))))
+    if (child.pid !== undefined) return Effect.succeed(connectChild(child, spec, sinks))
+    // emitted in the next tick: listened to before that, in this one
+    return Effect.async<never, SpawnError>((resume) => {
+      child.once("error", (cause: NodeJS.ErrnoException) =>
+        resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause }))))
+    })
   })
 
 const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, forked, output }: Sinks): Leader => {

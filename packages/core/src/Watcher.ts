@@ -32,12 +32,19 @@ export type WatcherMessage = typeof Message.WatcherMessage.Type
  * with the next write, at the latest once the current tick's work is done,
  * so stopping 200 shells is one write. Losing an update or a removal to a
  * crash is harmless: the watcher then stops by tag and cgroup, or finds a
- * withdrawn group already empty.
+ * withdrawn group already empty. A registry under the cgroup backend has
+ * the watcher watch all its cells as one target (`watchCells`, announced
+ * with the first shell): a later shell's `add` goes with the next batch
+ * too, since its cell, made before its spawn, is already watched.
  */
 export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
   /** The watcher process now: another replaces one that dies. */
   readonly pid: Effect.Effect<number>
-  /** Announces a target; written to the watcher before this returns. */
+  /**
+   * Announces a target; written to the watcher before this returns, unless
+   * the target's cgroup is in cells the watcher already watches
+   * (`watchCells`): then it goes with the next batch.
+   */
   readonly add: (key: string, target: StopTarget) => Effect.Effect<void>
   /** Tells more of a target already announced (its pid once known); sent with the next batch. */
   readonly update: (key: string, target: StopTarget) => Effect.Effect<void>
@@ -46,8 +53,16 @@ export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
   /** Watches the group for the scope's lifetime. */
   readonly guard: (target: StopTarget) => Effect.Effect<void, never, Scope.Scope>
   /**
-   * Ends the watcher now if it watches nothing (a shutdown whose stops are
-   * over), so its exit overlaps what the release does before it waits for
+   * Watches every cgroup cell made in `cells` (`Containment.cells`) for the
+   * scope's lifetime, as one target: if the supervisor dies, whatever runs in
+   * them is stopped, announced or not. A shell there is announced all the
+   * same, but not on its start's path: a write that wakes the watcher there
+   * costs the start a context switch.
+   */
+  readonly watchCells: (cells: string) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Ends the watcher now if it watches no group (a shutdown whose stops are
+   * over; cells watched as a whole are then empty), so its exit overlaps what the release does before it waits for
    * it. A later `add` starts another.
    */
   readonly endIfIdle: Effect.Effect<void>
@@ -137,6 +152,11 @@ export const make = Effect.gen(function*() {
   // what the watcher was told, for a replacement, and what it is yet to be told;
   // every change to them, and to `current`, is one synchronous step
   const watched = new Map<string, StopTarget>()
+  // cgroups whose cells are watched as a whole (see watchCells), announced with the first target in them, so
+  // that a watcher whose supervisor never starts a shell does not load its stop code
+  const cellsWatched: Array<{ readonly key: string; readonly target: StopTarget; announced: boolean }> = []
+  /** The groups watched, not counting the cells watched as a whole. */
+  const groupsWatched = () => watched.size - cellsWatched.filter((c) => c.announced).length
   // set while the watcher was ended on purpose (endIfIdle): its death is not replaced until an add revives it
   let retired: Deferred.Deferred<void> | undefined
   // encoded when written: a start's pid update costs its path no JSON
@@ -170,7 +190,7 @@ export const make = Effect.gen(function*() {
       if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
       child.once("exit", () => resume(Effect.void))
       child.ref() // keep this process alive until the watcher has gone
-      if (watched.size === 0) {
+      if (groupsWatched() === 0) {
         child.kill("SIGKILL")
       } else {
         flush()
@@ -194,7 +214,7 @@ export const make = Effect.gen(function*() {
     if (watched.size > 0) yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
     yield* Effect.logWarning(
       `the watcher (pid ${child.pid ?? "none"}) ended (${how}); ` +
-        `its replacement (pid ${replacement.pid ?? "none"}) watches the ${watched.size} group(s) still running`
+        `its replacement (pid ${replacement.pid ?? "none"}) watches the ${groupsWatched()} group(s) still running`
     )
   })
   // forked after the release above is registered, so interrupted before it runs: a release is no death
@@ -202,8 +222,16 @@ export const make = Effect.gen(function*() {
 
   const add = (key: string, target: StopTarget) =>
     Effect.sync(() => {
+      const cells = cellsWatched.find((c) => target.cgroup?.startsWith(`${c.target.cgroup}/`))
+      const announcing = cells !== undefined && !cells.announced
+      if (announcing) {
+        cells.announced = true
+        watched.set(cells.key, cells.target)
+        if (retired === undefined) enqueue({ op: "add", key: cells.key, target: cells.target }, false)
+      }
       watched.set(key, target)
-      if (retired === undefined) return enqueue({ op: "add", key, target }, true)
+      // in cells already announced, the target need not reach the watcher before its spawn
+      if (retired === undefined) return enqueue({ op: "add", key, target }, cells === undefined || announcing)
       // ended on purpose and watched again: a new watcher, told everything, and replaced if it dies
       const revival = retired
       retired = undefined
@@ -225,8 +253,22 @@ export const make = Effect.gen(function*() {
     update,
     remove,
     guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target))),
+    watchCells: (cells) =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          // a group id of 0 names no group: the cells' processes are found by cgroup alone
+          const watch = { key: `cells:${cells}`, target: { pgid: 0, sid: 0, startTime: 0, cgroup: cells }, announced: false }
+          cellsWatched.push(watch)
+          return watch
+        }),
+        (watch) =>
+          Effect.zipRight(
+            Effect.sync(() => cellsWatched.splice(cellsWatched.indexOf(watch), 1)),
+            watch.announced ? remove(watch.key) : Effect.void
+          )
+      ),
     endIfIdle: Effect.sync(() => {
-      if (watched.size > 0 || retired !== undefined || current.exitCode !== null || current.signalCode !== null) return
+      if (groupsWatched() > 0 || retired !== undefined || current.exitCode !== null || current.signalCode !== null) return
       retired = Deferred.unsafeMake<void>(FiberId.none)
       pending = []
       current.kill("SIGKILL")

@@ -178,6 +178,26 @@ describe("a supervisor killed with SIGKILL", () => {
   )
 })
 
+describe("a supervisor killed in the tick its starts return", () => {
+  it.live.skipIf(!inPidNamespace)(
+    `leaves no process of its shells alive, though a start leaves its watcher message and journal for later (orphans the shells on purpose: needs the PID namespace of \`npm test\`)`,
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const stateDir = yield* tempStateDir
+        const { child, ready } = yield* startSupervisor(stateDir, "die-at-start")
+        expect(ready.shells).toHaveLength(3)
+        const prefix = `${ready.supervisor}:`
+        expect(yield* exitOf(child)).toEqual({ code: null, signal: "SIGKILL" })
+        // the watcher loads its stop code only now: more than a grace
+        yield* eventually(
+          `every process of ${prefix}* gone`,
+          Effect.sync(() => (shellProcesses(prefix).length === 0 ? true : undefined)),
+          supervisorGrace + 10_000
+        )
+      }))
+  )
+})
+
 describe("a watcher that dies", () => {
   it.live.skipIf(!inPidNamespace)(
     `is replaced and told every shell: SIGKILLed after that, the supervisor leaves nothing ${supervisorGrace} ms + 1 s later (orphans the shells on purpose: needs the PID namespace of \`npm test\`)`,

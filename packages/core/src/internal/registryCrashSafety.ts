@@ -50,8 +50,11 @@ export const make = (options: RegistryOptions, shells: Shells) =>
       yield* StateDir.ensure(Journal.directory(stateDir))
       yield* Journal.reapDead(stateDir)
     }
-    if (crashSafe) yield* (yield* Containment).reapLeftovers
+    const containment = yield* Containment
+    if (crashSafe) yield* containment.reapLeftovers
     const watcher = crashSafe ? Option.some(yield* Watcher.make) : Option.none()
+    // told once of where every cgroup cell is made: a start need not wake the watcher before its spawn
+    if (Option.isSome(watcher) && containment.cells !== undefined) yield* watcher.value.watchCells(containment.cells)
     const journal = journalled
       ? yield* RegistryJournal.make({
         stateDir,

@@ -86,8 +86,13 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
     const hub = yield* PubSub.unbounded<ShellEvent>()
     const takes = yield* PubSub.unbounded<Take.Take<ShellEvent>>()
     let eventsEnded = false
+    // one synchronous step (unbounded hubs never wait): a start publishes its Started event after its spawn,
+    // where every step it takes costs page faults
     const publish = (events: ReadonlyArray<ShellEvent>) =>
-      events.length === 0 ? Effect.void : Effect.zipRight(PubSub.publishAll(hub, events), Effect.asVoid(PubSub.publish(takes, Take.chunk(Chunk.fromIterable(events)))))
+      events.length === 0 ? Effect.void : Effect.sync(() => {
+        for (const event of events) hub.unsafeOffer(event)
+        takes.unsafeOffer(Take.chunk(Chunk.fromIterable(events)))
+      })
     /** A subscription's events as a stream that ends with the shutdown's end. */
     const subscribeEvents = Effect.map(PubSub.subscribe(takes), (queue) =>
       Stream.flattenTake(

@@ -21,7 +21,7 @@ const decodeTarget = Schema.decodeUnknownOption(StopTargetSchema)
 
 /** Stops `announced` (the targets as sent) with the limits of `limitsArg` (the watcher's argument; the defaults when it is missing or malformed). */
 export const stopAnnounced = (announced: ReadonlyArray<unknown>, limitsArg: string | undefined): Promise<void> => {
-  const targets = announced.flatMap((target) => Option.toArray(decodeTarget(target)))
+  const targets = outermost(announced.flatMap((target) => Option.toArray(decodeTarget(target))))
   const limits = decodeLimits(limitsArg)
   const layer = Layer.mergeAll(
     ProcessTable.layer,
@@ -32,6 +32,16 @@ export const stopAnnounced = (announced: ReadonlyArray<unknown>, limitsArg: stri
     })
   )
   return Effect.runPromise(Effect.provide(stopGroups(targets), layer)).then(() => removeCgroups(targets))
+}
+
+/**
+ * The targets not inside another's cgroup: a shell's cell inside the cells
+ * its supervisor had watched as a whole (`Watcher.watchCells`) is stopped
+ * with them, and would otherwise be signalled twice.
+ */
+const outermost = (targets: ReadonlyArray<StopTarget>) => {
+  const cgroups = targets.flatMap(({ cgroup }) => (cgroup === undefined ? [] : [`${cgroup}/`]))
+  return targets.filter(({ cgroup }) => cgroup === undefined || !cgroups.some((outer) => cgroup.startsWith(outer)))
 }
 
 /**
