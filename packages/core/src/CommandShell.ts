@@ -72,9 +72,12 @@ export const unbufferedEnv: Readonly<Record<string, string>> = {
 /** The entries of `unbufferedEnv` that `env` does not set: what a spawn extending `env` adds under the caller's own. */
 export const unbufferedUnset = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
   const unset: Record<string, string> = {}
-  for (const [name, value] of Object.entries(unbufferedEnv)) if (env[name] === undefined) unset[name] = value
+  for (const [name, value] of unbufferedEntries) if (env[name] === undefined) unset[name] = value
   return unset
 }
+
+// listed once: every start asks
+const unbufferedEntries = Object.entries(unbufferedEnv)
 
 /** `unbufferedEnv` under `env`: what the caller sets wins. */
 export const environment = (env: Readonly<Record<string, string | undefined>>): Record<string, string | undefined> => ({

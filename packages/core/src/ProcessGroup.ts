@@ -266,8 +266,8 @@ interface Sinks {
   readonly exit: Deferred.Deferred<ExitStatus>
   /** Every holder of the output closed it: nothing more will come. */
   readonly closed: Deferred.Deferred<void>
-  /** A pidns init forked the command. */
-  readonly forked: Deferred.Deferred<void>
+  /** A pidns init forked the command: only where an init reports (`Cell.reportsExit`). */
+  readonly forked: Deferred.Deferred<void> | undefined
 }
 
 /** The group's first process, however it was started. */
@@ -439,8 +439,8 @@ const reportReader = ({ exit, forked }: Pick<Sinks, "exit" | "forked">) => {
     const lines = (pending + chunk.toString("latin1")).split("\n")
     pending = lines.pop()!
     for (const line of lines) {
-      if (line === "forked") Deferred.unsafeDone(forked, Effect.void)
-      else Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+      if (line !== "forked") Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+      else if (forked !== undefined) Deferred.unsafeDone(forked, Effect.void)
     }
   }
 }
@@ -641,8 +641,9 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     output: OutputBuffer.unsafeMake(limits.bufferBytes),
     exit: Deferred.unsafeMake<ExitStatus>(FiberId.none),
     closed: Deferred.unsafeMake<void>(FiberId.none),
-    // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init)
-    forked: Deferred.unsafeMake<void>(FiberId.none)
+    // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init);
+    // a deferred holds 2 KiB of Effect's prototype, which no other cell needs
+    forked: cell.reportsExit ? Deferred.unsafeMake<void>(FiberId.none) : undefined
   }))
   const { closed, exit, forked } = sinks
   const tty = isTty(spec)
@@ -664,7 +665,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const join = joinSoon(cell, pid, listing)
   const leaderStartTime = tty ? constant(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
-  const ready = cell.reportsExit
+  const ready = forked !== undefined
     ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
       Effect.timeout(Duration.seconds(1)),
       Effect.ignore

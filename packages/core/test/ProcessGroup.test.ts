@@ -234,6 +234,26 @@ describe("ProcessGroup bad input", () => {
       expect(error.message).toBe(`cannot run ${file}: permission denied: check that it is executable`)
     }))
 
+  it.live("fails as exec would for a command found at an earlier start, then made non-executable, then removed", () =>
+    Effect.gen(function*() {
+      // where a wrapper execs the command, a start remembers where it found it (internal/executable): checked again each time
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-path-"))
+      const name = "corral-found-once"
+      fs.writeFileSync(path.join(dir, name), "#!/bin/sh\nexit 0\n", { mode: 0o755 })
+      const env = { PATH: `${dir}:/usr/bin:/bin` }
+      const ran = yield* ProcessGroup.spawn({ command: [name], env }).pipe(
+        Effect.flatMap((group) => group.awaitExit),
+        Effect.scoped,
+        withLimits()
+      )
+      expect(ran).toEqual({ _tag: "Exited", code: 0 })
+      fs.chmodSync(path.join(dir, name), 0o644)
+      expect(yield* failure({ command: [name], env })).toMatchObject({ _tag: "SpawnError", file: name, code: "EACCES" })
+      fs.rmSync(path.join(dir, name))
+      expect(yield* failure({ command: [name], env })).toMatchObject({ _tag: "SpawnError", file: name, code: "ENOENT" })
+      fs.rmSync(dir, { recursive: true })
+    }))
+
   it.live("fails with ENOENT for a shell that does not exist", () =>
     Effect.gen(function*() {
       const error = yield* failure({ command: "echo hi", shell: "/nonexistent/sh" })
