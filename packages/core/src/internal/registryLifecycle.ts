@@ -181,8 +181,8 @@ const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, 
   Effect.gen(function*() {
     // what the record holds besides its group, made before the spawn: after a fork, each page the
     // supervisor writes to costs a fault, so the start does as little as it can after its spawn
-    const startedAt = yield* Clock.currentTimeMillis
-    const state = yield* Effect.sync(() => ({
+    const { startedAt, ...state } = yield* Effect.map(Clock.currentTimeMillis, (startedAt) => ({
+      startedAt,
       status: Ref.unsafeMake<ShellStatus>({ _tag: "Running" }),
       endedAt: Ref.unsafeMake<number | undefined>(undefined),
       settled: Deferred.unsafeMake<void>(FiberId.none),

@@ -48,7 +48,7 @@ export interface Shell {
 }
 
 export const infoOf = (shell: Shell) =>
-  Effect.map(Effect.all([Ref.get(shell.status), Ref.get(shell.endedAt)]), ([status, endedAt]): ShellInfo => ({
+  Effect.zipWith(Ref.get(shell.status), Ref.get(shell.endedAt), (status, endedAt): ShellInfo => ({
     ...shell.base,
     status,
     endedAt
@@ -88,11 +88,11 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
     let eventsEnded = false
     // one synchronous step (unbounded hubs never wait): a start publishes its Started event after its spawn,
     // where every step it takes costs page faults
-    const publish = (events: ReadonlyArray<ShellEvent>) =>
-      events.length === 0 ? Effect.void : Effect.sync(() => {
-        for (const event of events) hub.unsafeOffer(event)
-        takes.unsafeOffer(Take.chunk(Chunk.fromIterable(events)))
-      })
+    const publishNow = (events: ReadonlyArray<ShellEvent>) => {
+      for (const event of events) hub.unsafeOffer(event)
+      takes.unsafeOffer(Take.chunk(Chunk.fromIterable(events)))
+    }
+    const publish = (events: ReadonlyArray<ShellEvent>) => events.length === 0 ? Effect.void : Effect.sync(() => publishNow(events))
     /** A subscription's events as a stream that ends with the shutdown's end. */
     const subscribeEvents = Effect.map(PubSub.subscribe(takes), (queue) =>
       Stream.flattenTake(
@@ -109,7 +109,12 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
           return shell === undefined ? Effect.fail(new UnknownShell({ id, known: [...byId.keys()], retention })) : Effect.succeed(shell)
         }),
       register: (shell) =>
-        Effect.tap(infoOf(shell), (info) => Effect.zipRight(publish([{ _tag: "Started", info }]), Effect.sync(() => byId.set(shell.id, shell)))),
+        Effect.flatMap(infoOf(shell), (info) =>
+          Effect.sync(() => {
+            publishNow([{ _tag: "Started", info }])
+            byId.set(shell.id, shell)
+            return info
+          })),
       having: (keep) => Effect.suspend(() => Effect.filter(byId.values(), (s) => Effect.map(Ref.get(s.status), keep))),
       inOrder,
       publish,
