@@ -174,9 +174,10 @@ describe.skipIf(!isRoot)("supervisors of different PID namespaces in one state d
       expect(a.socket).not.toBe(b.socket)
       const names = [a, b].map((s) => path.basename(s.socket, ".sock"))
       for (const name of names) expect(name).toMatch(/^[1-9][0-9]*-1$/)
-      // READY comes when the starts return; each journal is written a macrotask after (ADR 18)
+      // READY comes when the starts return; each journal is written a few macrotasks after (ADR 18, 27), through
+      // a temporary file renamed into place: wait for the journals themselves, not for as many names
       const files = names.flatMap((n) => [`${n}.json`, `${n}.sock`]).sort()
-      yield* eventually("both journals", () => fs.readdirSync(supervisors(dir)).length >= files.length)
+      yield* eventually("both journals", () => files.every((file) => fs.readdirSync(supervisors(dir)).includes(file)))
       expect(fs.readdirSync(supervisors(dir)).sort()).toEqual(files)
 
       const both = yield* listed(dir)
