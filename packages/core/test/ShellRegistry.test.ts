@@ -19,7 +19,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { environOf, inPidNamespace, kernelProcess } from "./helpers.js"
+import { environOf, inPidNamespace, kernelProcess, waitFor } from "./helpers.js"
 import {
   awaitEvent,
   eventsOf,
@@ -70,7 +70,8 @@ describe("start, info and list", () => {
       })
       expect(info.startedAt).toBeGreaterThanOrEqual(before)
       expect(info.startedAt).toBeLessThanOrEqual(Date.now())
-      expect(environOf(info.pid).get("CORRAL_SHELL_ID")).toBe(info.tag)
+      // read while the wrapper execs the command, `environ` can be empty for a moment: the tag is there once it has
+      expect(yield* waitFor("the leader's environment", () => environOf(info.pid).get("CORRAL_SHELL_ID"))).toBe(info.tag)
       expect(kernelProcess(info.pid)).toMatchObject({ pgid: info.pid, sid: info.pid })
       expect(yield* registry.list).toEqual([info])
       expect(yield* registry.info(info.id)).toEqual(info)
