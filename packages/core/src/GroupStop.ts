@@ -311,9 +311,9 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
  * is not spun on. While a wake event is still to come (the leader's exit,
  * its pipes closing), the polls only catch what the events miss, and
  * pause at least 5 ms: on the 2-core VMs measured, a pause and its wake
- * cost 0.1-0.2 ms of CPU, taken from the processes that are ending. Only when they are
- * all gone is membership enumerated again, for members born since;
- * `onScan` sees what that finds, or what `onCheck` found (true) at a check.
+ * cost 0.1-0.2 ms of CPU, taken from the processes that are ending. Only
+ * when they are all gone is membership enumerated again, for members born
+ * since; `onScan` sees what that finds, or what `onCheck` found (true).
  */
 const pollUntilEmpty = (
   run: Run,

@@ -443,14 +443,17 @@ describe("GroupStop.stopGroups", () => {
     }))
 })
 
+/** A directory that plays a cgroup's files, removed with the test's scope. */
+const cellDirectory = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "corral-cgroup-"))),
+  (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+)
+
 describe("GroupStop: a cgroup", () => {
   // A directory plays the cgroup's two files; the scripted table plays the processes.
   it.scoped("is not taken for empty while the kernel says it is populated: a hopper's child is born after the listing, its parent dead before it is read", () =>
     Effect.gen(function*() {
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "corral-cgroup-"))),
-        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-      )
+      const dir = yield* cellDirectory
       fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n")
       fs.writeFileSync(path.join(dir, "cgroup.procs"), "5001\n")
       // 5001 is listed but already gone when read; its child 5002 was born after the listing
@@ -496,10 +499,7 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
   /** A directory playing the cell's two files, kept in step with the scripted table. */
   const cell = (script: TestScript) =>
     Effect.gen(function*() {
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "corral-cgroup-"))),
-        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-      )
+      const dir = yield* cellDirectory
       const sync = Effect.flatMap(Ref.get(script.processes), (all) =>
         Effect.sync(() => {
           fs.writeFileSync(path.join(dir, "cgroup.procs"), all.map((p) => `${p.pid}\n`).join(""))
