@@ -92,8 +92,12 @@ interface Progress {
 /** The longest pause between two checks of a stop. */
 const MAX_PAUSE_MS = 10
 
-/** How long into the grace an assumed member is read even while its group lives on. */
-const RESOLVE_AFTER_MS = 20
+/**
+ * How long into the grace an assumed member is read at the soonest while
+ * its group lives on; a quarter of the grace where that is longer (see
+ * `resolveAfter`), the whole grace where that is shorter.
+ */
+const MIN_RESOLVE_AFTER_MS = 20
 
 /** The shortest pause while a wake event is still to come. */
 const MIN_PAUSE_AWAITING_EVENT_MS = 5
@@ -104,6 +108,8 @@ interface Run {
   readonly progress: ReadonlyArray<Progress>
   readonly wake: Wake
   readonly first: Signal
+  /** How long into the grace assumed members are read (`resolveSurvivors`). */
+  readonly resolveAfter: number
 }
 
 export const stopGroups = Effect.fn("GroupStop.stopGroups")(function*(
@@ -144,11 +150,13 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
     yield* membership.scan
     const atOnce = options?.sentAtOnce ?? new Map<number, ReadonlySet<number>>()
     const first = options?.signal ?? "SIGTERM"
+    const grace = Duration.toMillis(options?.grace ?? limits.grace)
     const run: Run = {
       membership,
       progress: membership.groups.map((group) => progressOf(group, atOnce.get(group.target.pgid), first, began)),
       wake,
-      first
+      first,
+      resolveAfter: resolveAfter(grace)
     }
     // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
     const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid))
@@ -157,7 +165,7 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
       yield* membership.signal("SIGCONT", byGroup)
     }
     yield* signalNewcomers(run)
-    yield* pollUntilEmpty(run, began + Duration.toMillis(options?.grace ?? limits.grace), signalNewcomers, began, resolveSurvivors)
+    yield* pollUntilEmpty(run, began + grace, signalNewcomers, began, resolveSurvivors)
     for (const p of run.progress) p.killed = p.group.live.length
     yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
     if (isAnyAlive(run)) yield* membership.scan
@@ -191,19 +199,21 @@ const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, firs
 }
 
 /**
- * Kill rounds every `killInterval`, each waiting for what it struck to go,
- * until all are gone or `until`. The checks slow down as the kill goes on,
- * not as each round does: a thousand members take the kernel most of a
- * second to end, and checking their listing every millisecond meanwhile
- * took CPU from them.
+ * Kill rounds, each waiting for what it struck to go, until all are gone or
+ * `until`: the second `killInterval` after the first, and each later one
+ * twice as long after its predecessor. A member a SIGKILL has struck is
+ * already dying, and striking it again costs the kernel a pass over every
+ * member: a thousand take it most of a second to end, and a round every
+ * 10 ms meanwhile took a quarter of a core from them. The checks slow
+ * down as the kill goes on too, not as each round does.
  */
 const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>
   Effect.gen(function*() {
     const killStarted = yield* Clock.currentTimeMillis
-    while (isAnyAlive(run) && (yield* Clock.currentTimeMillis) < until) {
+    for (let interval = Duration.toMillis(limits.killInterval); isAnyAlive(run) && (yield* Clock.currentTimeMillis) < until; interval *= 2) {
       yield* run.membership.kill
       for (const p of run.progress) p.killed = Math.max(p.killed, p.group.live.length)
-      const nextRound = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killInterval)
+      const nextRound = (yield* Clock.currentTimeMillis) + interval
       yield* pollUntilEmpty(run, Math.min(nextRound, until), undefined, killStarted)
     }
   })
@@ -220,16 +230,24 @@ const signalNewcomers = (run: Run) =>
   }, { discard: true })
 
 /**
+ * When assumed members are read even though their group lives on: a
+ * quarter into the grace, and at least 20 ms, which leaves one that missed
+ * the first signal three quarters of the grace to end. Sooner, a group
+ * dying on its own (50 members take 30 ms) was read member by member, three
+ * syscalls each, while it died; a grace under 20 ms reads them at its end.
+ */
+const resolveAfter = (grace: number) => Math.min(grace, Math.max(MIN_RESOLVE_AFTER_MS, grace / 4))
+
+/**
  * Assumed members (see `Group.assumed`) are read once they outlive their
- * group, or the first `RESOLVE_AFTER_MS` of the grace: one that is not in
- * the group missed the first signal, and is then a newcomer. True if any
- * was read.
+ * group, or `run.resolveAfter` into the grace: one that is not in the group
+ * missed the first signal, and is then a newcomer. True if any was read.
  */
 const resolveSurvivors = (run: Run, age: number) =>
   Effect.map(
     Effect.forEach(run.progress, (p) =>
       p.group.assumed.size === 0 ? Effect.succeed(false) : Effect.map(
-        run.membership.resolve(p.group, age >= RESOLVE_AFTER_MS),
+        run.membership.resolve(p.group, age >= run.resolveAfter),
         (resolved) => {
           for (const q of resolved) if (q.pgid === p.group.target.pgid) p.signalled.add(keyOf(q))
           return resolved.length > 0

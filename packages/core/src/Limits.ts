@@ -15,7 +15,7 @@ export interface LimitsShape {
   readonly grace: Duration.Duration
   /** How long the SIGKILL loop runs at most. */
   readonly killTimeout: Duration.Duration
-  /** Pause between SIGKILL rounds. */
+  /** Pause between the first two SIGKILL rounds; each later pause is twice the one before. */
   readonly killInterval: Duration.Duration
   /** Output retained per shell, in bytes. */
   readonly bufferBytes: number

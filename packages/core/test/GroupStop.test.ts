@@ -21,10 +21,11 @@ import type { SignalRequest } from "./helpers.js"
 import { fakeProcess, instrumentedTable, vanish } from "./helpers.js"
 
 // Shorter than the defaults (3 s, 1 s) only to keep the TestClock's stepping
-// cheap: every poll is a step. SIGKILL every 10 ms, as by default.
+// cheap: every poll is a step. The kill rounds' first pause is 10 ms, as by default.
 const GRACE = 300
 const KILL_TIMEOUT = 200
-const ROUNDS = KILL_TIMEOUT / 10
+/** Kill rounds within the kill timeout: at 0, 10, 30, 70 and 150 ms, each pause twice the one before. */
+const ROUNDS = 5
 
 /** Session 5000: the leader and a worker in its group. */
 const leader = fakeProcess(5000)
@@ -210,12 +211,12 @@ describe("GroupStop: a group that ignores SIGTERM", () => {
       yield* Fiber.interrupt(fiber)
     }))
 
-  it.effect("repeats SIGKILL every killInterval until the members vanish", () =>
+  it.effect("repeats SIGKILL after killInterval, then after pauses that double, until the members vanish", () =>
     Effect.gen(function*() {
       const t = yield* setup({ table: [leader, worker], limits: { killInterval: Duration.millis(100), killTimeout: Duration.seconds(1) } })
       const fiber = yield* Effect.fork(t.stopOne())
-      yield* TestClock.adjust(GRACE + 250)
-      expect(kills(yield* t.requested).map((r) => r.at)).toEqual([GRACE, GRACE + 100, GRACE + 200])
+      yield* TestClock.adjust(GRACE + 350)
+      expect(kills(yield* t.requested).map((r) => r.at)).toEqual([GRACE, GRACE + 100, GRACE + 300])
       // the members die of the third SIGKILL
       yield* Ref.set(t.script.processes, [])
       yield* TestClock.adjust(100)
@@ -229,8 +230,8 @@ describe("GroupStop: a group that ignores SIGTERM", () => {
         members: 2,
         survivors: []
       })
-      expect(report.durationMs).toBeGreaterThan(GRACE + 200)
-      expect(report.durationMs).toBeLessThan(GRACE + 300)
+      expect(report.durationMs).toBeGreaterThan(GRACE + 350)
+      expect(report.durationMs).toBeLessThan(GRACE + 450)
     }))
 
   it.effect("gives up after killTimeout and reports the survivors", () =>
@@ -244,7 +245,7 @@ describe("GroupStop: a group that ignores SIGTERM", () => {
       expect(report).toEqual({
         pgid: 5000,
         containment: "procScan",
-        // one round every 10 ms from the end of the grace to the end of the kill timeout
+        // rounds from the end of the grace to the end of the kill timeout, each pause twice the one before
         signals: { SIGTERM: 1, SIGCONT: 2, SIGKILL: ROUNDS },
         escalated: true,
         killed: 2,
@@ -487,6 +488,31 @@ describe("GroupStop: a cgroup", () => {
       expect(report.survivors).toEqual([])
       expect((yield* Ref.get(script.signals)).map((s) => `${s.signal} ${s.target}`)).toContain("SIGKILL -5000")
     }))
+
+  it.scoped("once struck by the kill, is rechecked by its populated flag alone: a check does not list its dying members", () =>
+    Effect.gen(function*() {
+      const dir = yield* cellDirectory
+      fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n")
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), "5000\n5001\n")
+      const base = yield* makeTestScript([leader, worker])
+      // the kill empties the cell as the kernel counts it; the listing left as it was would keep a lister waiting
+      const script: TestScript = {
+        ...base,
+        onSignal: (t, signal) =>
+          signal === "SIGKILL"
+            ? Effect.zipRight(vanish(base, t), Effect.sync(() => fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 0\nfrozen 0\n")))
+            : Effect.void
+      }
+      const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
+      const fiber = yield* Effect.fork(
+        GroupStop.stopGroup({ ...target, cgroup: dir }).pipe(Effect.provide(Layer.merge(ProcessTable.layerTest(script), limits)))
+      )
+      yield* TestClock.adjust(GRACE + 1)
+      const report = yield* Fiber.join(fiber)
+      expect(report).toMatchObject({ escalated: true, killed: 2, survivors: [] })
+      expect(report.durationMs).toBeLessThanOrEqual(GRACE + 1)
+      expect((yield* Ref.get(script.signals)).filter((s) => s.signal === "SIGKILL")).toHaveLength(1)
+    }))
 })
 
 describe("GroupStop: a cgroup's members that got the first signal at once", () => {
@@ -510,7 +536,7 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
     })
 
   /** Stops the cell with the table given; `obeys`: the pids that die of SIGTERM. Counts the table's single lookups. */
-  const stopCell = (table: ReadonlyArray<ProcessInfo>, obeys: ReadonlyArray<number>) =>
+  const stopCell = (table: ReadonlyArray<ProcessInfo>, obeys: ReadonlyArray<number>, grace = GRACE) =>
     Effect.gen(function*() {
       const script = yield* makeTestScript(table)
       const { dir, sync } = yield* cell(script)
@@ -524,7 +550,7 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
         ProcessTable,
         Effect.map(ProcessTable, (inner) => ProcessTable.of({ ...inner, lookup: (pid) => Effect.zipRight(Effect.sync(() => lookups.push(pid)), inner.lookup(pid)) }))
       ).pipe(Layer.provide(ProcessTable.layerTest(scripted)))
-      const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
+      const limits = Limits.layerWith({ grace: Duration.millis(grace), killTimeout: Duration.millis(KILL_TIMEOUT) })
       const fiber = yield* Effect.fork(
         GroupStop.stopGroup({ ...target, cgroup: dir }, { sentAtOnce }).pipe(Effect.provide(Layer.merge(counting, limits)))
       )
@@ -557,17 +583,31 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
       expect(report).toMatchObject({ escalated: false, escaped: [5002], survivors: [], durationMs: 1 })
     }))
 
-  it.scoped("one outside a group that lives on (its members ignore SIGTERM) is read within 20 ms of the first signal", () =>
+  it.scoped("one outside a group that lives on (its members ignore SIGTERM) is read a quarter into the grace", () =>
     Effect.gen(function*() {
       const { fiber, sent } = yield* stopCell([...inGroup, outside], [5002])
-      yield* TestClock.adjust(19)
+      yield* TestClock.adjust(GRACE / 4 - 1)
       expect(yield* sent).toEqual([])
-      yield* TestClock.adjust(6)
+      // the next check: 10 ms apart by now
+      yield* TestClock.adjust(10)
       expect(yield* sent).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
       yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
       const report = yield* Fiber.join(fiber)
       // the group's own two: SIGKILL at the end of the grace, never a second SIGTERM
       expect(report).toMatchObject({ escalated: true, killed: 2, escaped: [5002], survivors: [] })
       expect(report.signals.SIGTERM).toBe(1 + 1)
+    }))
+
+  it.scoped("with a grace under 20 ms, one outside a group that lives on is read at the grace's end, sent SIGTERM before the kill and reported", () =>
+    Effect.gen(function*() {
+      const { fiber, sent } = yield* stopCell([...inGroup, outside], [], 8)
+      yield* TestClock.adjust(7)
+      expect(yield* sent).toEqual([])
+      yield* TestClock.adjust(1 + KILL_TIMEOUT)
+      const report = yield* Fiber.join(fiber)
+      const all = yield* sent
+      expect(all.slice(0, 2)).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
+      expect(all).toEqual(expect.arrayContaining(["SIGKILL -5000", "SIGKILL 5002"]))
+      expect(report).toMatchObject({ escalated: true, killed: 3, escaped: [5002], survivors: [] })
     }))
 })

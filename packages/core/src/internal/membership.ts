@@ -79,7 +79,11 @@ export interface Membership {
   readonly scan: Effect.Effect<void>
   /** Finds the members born since the last scan: for when every member that scan found is gone (see `recheck`). */
   readonly scanNewborn: Effect.Effect<void>
-  /** Re-reads only the members each group has; one that died, or whose pid was reused, is dropped. */
+  /**
+   * Re-reads only the members each group has; one that died, or whose pid
+   * was reused, is dropped. After a kill, a cell's members are all dropped
+   * at once, when its cgroup empties.
+   */
   readonly recheck: Effect.Effect<void>
   /** Sends `signal` to every member of `only` (default: every group): by group where the group is the shell's, else by pid. */
   readonly signal: (signal: Signal, only?: ReadonlyArray<Group>) => Effect.Effect<void>
@@ -198,15 +202,26 @@ const makeWith = (
   const stillAlive = (p: ProcessInfo) =>
     Effect.map(kept.lookup(p.pid), Option.exists((now) => !isGone(now) && now.startTime === p.startTime))
   /** A cgroup's listing holds only its live members, ours whoever they are: one read for all of them, not one per member. */
+  const relist = (g: Group, cgroup: string) => {
+    // a known member is in a cgroup the last full reading listed (or gone with it)
+    const present = new Set((trees.get(cgroup) ?? Cgroup.tree(cgroup, read)).flatMap((dir) => Cgroup.ownProcs(dir, read)))
+    g.live = g.live.filter((p) => present.has(p.pid))
+  }
+  /**
+   * Once `cgroup.kill` has struck a cell, each of its members is dying and
+   * none can join: whether any is left is one small read of its events.
+   * Listing a thousand dying members at every check took more CPU than the
+   * kill, CPU their exits were waiting for.
+   */
+  let struck = false
   const recheckGroup = (g: Group) => {
     const { cgroup } = g.target
     // none known: nothing to read (a stop of many groups rechecks the ones that have not emptied yet)
     if (g.live.length === 0) return Effect.void
     if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
     return Effect.sync(() => {
-      // a known member is in a cgroup the last full reading listed (or gone with it)
-      const present = new Set((trees.get(cgroup) ?? Cgroup.tree(cgroup, read)).flatMap((dir) => Cgroup.ownProcs(dir, read)))
-      g.live = g.live.filter((p) => present.has(p.pid))
+      if (!struck) relist(g, cgroup)
+      else if (!Cgroup.populated(cgroup, read)) g.live = []
     })
   }
   const recheck = Effect.forEach(groups, recheckGroup, { discard: true })
@@ -233,7 +248,10 @@ const makeWith = (
     recheck,
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
-    kill: makeKill(groups, find, signals.toFound),
+    kill: Effect.zipRight(
+      makeKill(groups, find, signals.toFound, (g) => g.target.cgroup !== undefined && relist(g, g.target.cgroup)),
+      Effect.sync(() => void (struck = true))
+    ),
     resolve,
     release: Effect.zipRight(Effect.sync(files.close), kept.close)
   }
@@ -302,7 +320,8 @@ const makeSignals = (table: ProcessTable["Type"]) => {
 const makeKill = (
   groups: ReadonlyArray<Group>,
   find: Effect.Effect<Found>,
-  signal: (found: Found, sig: Signal) => Effect.Effect<void>
+  signal: (found: Found, sig: Signal) => Effect.Effect<void>,
+  relistCell: (g: Group) => void
 ) => {
   // only a plain scan needs freezing: a cgroup or a namespace is killed whole
   const scannedOnly = (found: Found): Found => new Map([...found].filter(([g]) => backendOf(g.target) === "procScan"))
@@ -324,7 +343,12 @@ const makeKill = (
 
   let frozen = false
   return Effect.gen(function*() {
-    groups.forEach((g) => g.target.cgroup !== undefined && g.live.length > 0 && Cgroup.kill(g.target.cgroup))
+    // listed just before the kill: whom it strikes, by pid where they left the group, and not a pid freed since
+    for (const g of groups) {
+      if (g.target.cgroup === undefined || g.live.length === 0) continue
+      relistCell(g)
+      Cgroup.kill(g.target.cgroup)
+    }
     const live: Found = new Map(groups.map((g) => [g, g.live]))
     const held = frozen ? live : yield* freeze(live)
     yield* signal(held, "SIGKILL")
