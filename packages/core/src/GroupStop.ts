@@ -87,6 +87,9 @@ interface Progress {
   killed: number
   /** When the group was last seen empty, after being seen with members; undefined while it has some. */
   emptiedAt: number | undefined
+  /** How many live members the last check found, and how far into the grace that number last changed. */
+  lastLive: number
+  changedAt: number
 }
 
 /** The longest pause between two checks of a stop. */
@@ -194,7 +197,9 @@ const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, firs
     members: reached === undefined ? live : new Set([...reached, ...group.live.map((p) => p.pid)]).size,
     signalled: new Set(gotIt.map(keyOf)),
     killed: 0,
-    emptiedAt: live === 0 ? began : undefined
+    emptiedAt: live === 0 ? began : undefined,
+    lastLive: live,
+    changedAt: 0
   }
 }
 
@@ -230,24 +235,32 @@ const signalNewcomers = (run: Run) =>
   }, { discard: true })
 
 /**
- * When assumed members are read even though their group lives on: a
- * quarter into the grace, and at least 20 ms, which leaves one that missed
- * the first signal three quarters of the grace to end. Sooner, a group
- * dying on its own (50 members take 30 ms) was read member by member, three
- * syscalls each, while it died; a grace under 20 ms reads them at its end.
+ * When assumed members are read, at the latest, even though their group
+ * lives on and keeps changing: a quarter into the grace, and at least
+ * 20 ms, which leaves one that missed the first signal three quarters of
+ * the grace to end. At 20 ms, a group still dying of the signal (50
+ * members take 30 ms) was read member by member, three syscalls each,
+ * while it died; a grace under 20 ms reads them at its end.
  */
 const resolveAfter = (grace: number) => Math.min(grace, Math.max(MIN_RESOLVE_AFTER_MS, grace / 4))
 
+/** How long a group's live members must hold steady before its assumed ones are read: no one is dying of the signal then. */
+const STEADY_MS = 5
+
 /**
  * Assumed members (see `Group.assumed`) are read once they outlive their
- * group, or `run.resolveAfter` into the grace: one that is not in the group
- * missed the first signal, and is then a newcomer. True if any was read.
+ * group, once its members have held steady for `STEADY_MS` (whoever is
+ * left is not dying of the first signal: reading them takes CPU from no
+ * one), or `run.resolveAfter` into the grace. One that is not in the group
+ * missed the first signal, and is then a newcomer. A group signal 0 alone
+ * cannot say the group is gone where a zombie of it is never reaped. True
+ * if any was read.
  */
 const resolveSurvivors = (run: Run, age: number) =>
   Effect.map(
     Effect.forEach(run.progress, (p) =>
       p.group.assumed.size === 0 ? Effect.succeed(false) : Effect.map(
-        run.membership.resolve(p.group, age >= run.resolveAfter),
+        run.membership.resolve(p.group, age >= run.resolveAfter || holdsSteady(p, age)),
         (resolved) => {
           for (const q of resolved) if (q.pgid === p.group.target.pgid) p.signalled.add(keyOf(q))
           return resolved.length > 0
@@ -255,6 +268,15 @@ const resolveSurvivors = (run: Run, age: number) =>
       )),
     (read) => read.includes(true)
   )
+
+/** Whether `p`'s live members have been as many as now for `STEADY_MS`. */
+const holdsSteady = (p: Progress, age: number) => {
+  if (p.group.live.length !== p.lastLive) {
+    p.lastLive = p.group.live.length
+    p.changedAt = age
+  }
+  return age - p.changedAt >= STEADY_MS
+}
 
 /** Each group's own end: a group found with members again (a newcomer) has not ended yet. */
 const observe = (run: Run) =>

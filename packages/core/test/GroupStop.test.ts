@@ -536,7 +536,7 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
     })
 
   /** Stops the cell with the table given; `obeys`: the pids that die of SIGTERM. Counts the table's single lookups. */
-  const stopCell = (table: ReadonlyArray<ProcessInfo>, obeys: ReadonlyArray<number>, grace = GRACE) =>
+  const stopCell = (table: ReadonlyArray<ProcessInfo>, obeys: ReadonlyArray<number>, grace = GRACE, reached = sentAtOnce) =>
     Effect.gen(function*() {
       const script = yield* makeTestScript(table)
       const { dir, sync } = yield* cell(script)
@@ -552,7 +552,7 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
       ).pipe(Layer.provide(ProcessTable.layerTest(scripted)))
       const limits = Limits.layerWith({ grace: Duration.millis(grace), killTimeout: Duration.millis(KILL_TIMEOUT) })
       const fiber = yield* Effect.fork(
-        GroupStop.stopGroup({ ...target, cgroup: dir }, { sentAtOnce }).pipe(Effect.provide(Layer.merge(counting, limits)))
+        GroupStop.stopGroup({ ...target, cgroup: dir }, { sentAtOnce: reached }).pipe(Effect.provide(Layer.merge(counting, limits)))
       )
       // what was sent, but the probes (signal 0) of whether the group still has anyone
       const sent = Effect.map(Ref.get(script.signals), (all) => all.filter((s) => s.signal !== 0).map((s) => `${s.signal} ${s.target}`))
@@ -583,13 +583,12 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
       expect(report).toMatchObject({ escalated: false, escaped: [5002], survivors: [], durationMs: 1 })
     }))
 
-  it.scoped("one outside a group that lives on (its members ignore SIGTERM) is read a quarter into the grace", () =>
+  it.scoped("one outside a group that lives on (its members ignore SIGTERM) is read once the group has held steady for 5 ms", () =>
     Effect.gen(function*() {
       const { fiber, sent } = yield* stopCell([...inGroup, outside], [5002])
-      yield* TestClock.adjust(GRACE / 4 - 1)
+      yield* TestClock.adjust(4)
       expect(yield* sent).toEqual([])
-      // the next check: 10 ms apart by now
-      yield* TestClock.adjust(10)
+      yield* TestClock.adjust(1)
       expect(yield* sent).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
       yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
       const report = yield* Fiber.join(fiber)
@@ -598,16 +597,44 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
       expect(report.signals.SIGTERM).toBe(1 + 1)
     }))
 
-  it.scoped("with a grace under 20 ms, one outside a group that lives on is read at the grace's end, sent SIGTERM before the kill and reported", () =>
+  /** `count` members of the group besides its leader, each dying of the signal a step after the one before. */
+  const dyingOneByOne = (count: number) =>
+    Array.from({ length: count }, (_, i) => fakeProcess(5100 + i, { pgid: 5000, sid: 5000, ppid: 5000 }))
+
+  const stopWhileDying = (count: number, everyMs: number, grace: number) =>
     Effect.gen(function*() {
-      const { fiber, sent } = yield* stopCell([...inGroup, outside], [], 8)
-      yield* TestClock.adjust(7)
+      const dying = dyingOneByOne(count)
+      const table = [leader, ...dying, outside]
+      const stop = yield* stopCell(table, [], grace, new Map([[5000, new Set(table.map((p) => p.pid))]]))
+      for (const p of dying) {
+        yield* TestClock.adjust(everyMs)
+        yield* stop.die(p.pid)
+      }
+      return stop
+    })
+
+  it.scoped("members still dying of the signal are not read while they die: once those left hold steady, they are", () =>
+    Effect.gen(function*() {
+      // one dies every 3 ms for 36 ms, never 5 ms steady; the leader ignores SIGTERM
+      const { fiber, lookups, sent } = yield* stopWhileDying(12, 3, GRACE)
+      expect(yield* sent).toEqual([])
+      // two checks (10 ms apart by now) see the same members: well before a quarter of the grace
+      yield* TestClock.adjust(20)
+      expect(yield* sent).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
+      expect(lookups.toSorted()).toEqual([5000, 5002])
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      expect(yield* Fiber.join(fiber)).toMatchObject({ escaped: [5002], survivors: [] })
+    }))
+
+  it.scoped("with a grace under 20 ms, one outside a group that keeps changing is read at the grace's end, sent SIGTERM before the kill and reported", () =>
+    Effect.gen(function*() {
+      const { fiber, sent } = yield* stopWhileDying(7, 1, 8)
       expect(yield* sent).toEqual([])
       yield* TestClock.adjust(1 + KILL_TIMEOUT)
       const report = yield* Fiber.join(fiber)
       const all = yield* sent
       expect(all.slice(0, 2)).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
       expect(all).toEqual(expect.arrayContaining(["SIGKILL -5000", "SIGKILL 5002"]))
-      expect(report).toMatchObject({ escalated: true, killed: 3, escaped: [5002], survivors: [] })
+      expect(report).toMatchObject({ escalated: true, escaped: [5002], survivors: [] })
     }))
 })
