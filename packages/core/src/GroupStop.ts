@@ -260,7 +260,7 @@ const resolveSurvivors = (run: Run, age: number) =>
   Effect.map(
     Effect.forEach(run.progress, (p) =>
       p.group.assumed.size === 0 ? Effect.succeed(false) : Effect.map(
-        run.membership.resolve(p.group, age >= run.resolveAfter || holdsSteady(p, age)),
+        run.membership.resolve(p.group, age >= run.resolveAfter || steadyFor(p, age) >= STEADY_MS),
         (resolved) => {
           for (const q of resolved) if (q.pgid === p.group.target.pgid) p.signalled.add(keyOf(q))
           return resolved.length > 0
@@ -269,13 +269,13 @@ const resolveSurvivors = (run: Run, age: number) =>
     (read) => read.includes(true)
   )
 
-/** Whether `p`'s live members have been as many as now for `STEADY_MS`. */
-const holdsSteady = (p: Progress, age: number) => {
+/** For how long (ms) `p`'s live members have been as many as now; a change is noted as it is seen. */
+const steadyFor = (p: Progress, age: number) => {
   if (p.group.live.length !== p.lastLive) {
     p.lastLive = p.group.live.length
     p.changedAt = age
   }
-  return age - p.changedAt >= STEADY_MS
+  return age - p.changedAt
 }
 
 /** Each group's own end: a group found with members again (a newcomer) has not ended yet. */

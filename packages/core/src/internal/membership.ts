@@ -249,7 +249,7 @@ const makeWith = (
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
     kill: Effect.zipRight(
-      makeKill(groups, find, signals.toFound, (g) => g.target.cgroup !== undefined && relist(g, g.target.cgroup)),
+      makeKill(groups, find, signals.toFound, relist),
       Effect.sync(() => void (struck = true))
     ),
     resolve,
@@ -321,7 +321,7 @@ const makeKill = (
   groups: ReadonlyArray<Group>,
   find: Effect.Effect<Found>,
   signal: (found: Found, sig: Signal) => Effect.Effect<void>,
-  relistCell: (g: Group) => void
+  relist: (g: Group, cgroup: string) => void
 ) => {
   // only a plain scan needs freezing: a cgroup or a namespace is killed whole
   const scannedOnly = (found: Found): Found => new Map([...found].filter(([g]) => backendOf(g.target) === "procScan"))
@@ -346,7 +346,7 @@ const makeKill = (
     // listed just before the kill: whom it strikes, by pid where they left the group, and not a pid freed since
     for (const g of groups) {
       if (g.target.cgroup === undefined || g.live.length === 0) continue
-      relistCell(g)
+      relist(g, g.target.cgroup)
       Cgroup.kill(g.target.cgroup)
     }
     const live: Found = new Map(groups.map((g) => [g, g.live]))
