@@ -450,6 +450,16 @@ const cellDirectory = Effect.acquireRelease(
   (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
 )
 
+/** A scripted table of `processes` whose SIGKILL ends its target and empties the cell `dir` as the kernel counts it. */
+const emptiedByKill = (dir: string, processes: ReadonlyArray<ProcessInfo>) =>
+  Effect.map(makeTestScript(processes), (base): TestScript => ({
+    ...base,
+    onSignal: (t, signal) =>
+      signal === "SIGKILL"
+        ? Effect.zipRight(vanish(base, t), Effect.sync(() => fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 0\nfrozen 0\n")))
+        : Effect.void
+  }))
+
 describe("GroupStop: a cgroup", () => {
   // A directory plays the cgroup's two files; the scripted table plays the processes.
   it.scoped("is not taken for empty while the kernel says it is populated: a hopper's child is born after the listing, its parent dead before it is read", () =>
@@ -459,14 +469,7 @@ describe("GroupStop: a cgroup", () => {
       fs.writeFileSync(path.join(dir, "cgroup.procs"), "5001\n")
       // 5001 is listed but already gone when read; its child 5002 was born after the listing
       const child = fakeProcess(5002, { pgid: 5000, sid: 5000, ppid: 5001 })
-      const base = yield* makeTestScript([child])
-      const script: TestScript = {
-        ...base,
-        onSignal: (t, signal) =>
-          signal === "SIGKILL"
-            ? Effect.zipRight(vanish(base, t), Effect.sync(() => fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 0\nfrozen 0\n")))
-            : Effect.void
-      }
+      const script = yield* emptiedByKill(dir, [child])
       const scripted = ProcessTable.layerTest(script)
       const racing = Layer.effect(
         ProcessTable,
@@ -494,15 +497,8 @@ describe("GroupStop: a cgroup", () => {
       const dir = yield* cellDirectory
       fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n")
       fs.writeFileSync(path.join(dir, "cgroup.procs"), "5000\n5001\n")
-      const base = yield* makeTestScript([leader, worker])
       // the kill empties the cell as the kernel counts it; the listing left as it was would keep a lister waiting
-      const script: TestScript = {
-        ...base,
-        onSignal: (t, signal) =>
-          signal === "SIGKILL"
-            ? Effect.zipRight(vanish(base, t), Effect.sync(() => fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 0\nfrozen 0\n")))
-            : Effect.void
-      }
+      const script = yield* emptiedByKill(dir, [leader, worker])
       const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
       const fiber = yield* Effect.fork(
         GroupStop.stopGroup({ ...target, cgroup: dir }).pipe(Effect.provide(Layer.merge(ProcessTable.layerTest(script), limits)))
