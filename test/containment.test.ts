@@ -9,6 +9,7 @@
 import { spawn, spawnSync } from "node:child_process"
 import { randomInt } from "node:crypto"
 import * as fs from "node:fs"
+import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -150,6 +151,29 @@ const waitUntil = (what: string, check: () => boolean, ms = 5_000) =>
     }
   })
 
+/**
+ * Records this process's writes to a `cgroup.procs` (each moves a process
+ * between cgroups) until the scope closes; read with the returned function.
+ */
+const countCgroupMoves = Effect.map(
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const nodeFs = createRequire(import.meta.url)("node:fs") as typeof fs
+      const original = nodeFs.writeFileSync
+      const moves: Array<string> = []
+      nodeFs.writeFileSync = ((file: fs.PathOrFileDescriptor, data: string | NodeJS.ArrayBufferView, options?: fs.WriteFileOptions) => {
+        if (String(file).endsWith("cgroup.procs")) moves.push(`${String(data)} -> ${String(file)}`)
+        return original(file, data, options)
+      }) as typeof fs.writeFileSync
+      // the ES module bindings of node:fs follow the change
+      syncBuiltinESMExports()
+      return { moves, restore: () => (nodeFs.writeFileSync = original, syncBuiltinESMExports()) }
+    }),
+    ({ restore }) => Effect.sync(restore)
+  ),
+  ({ moves }) => () => [...moves]
+)
+
 /** Each process ignores SIGTERM, forks its successor and exits within a few ms. */
 const hopper = (token: string, leave = "") =>
   `export HOP='trap "" TERM; : ${token}; sleep 0.003; ${leave} sh -c "$HOP" & exit 0'; sh -c "$HOP"; sleep 600`
@@ -254,6 +278,39 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             expect(marked(token)).toEqual([])
           }
         }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive("a stop at once after a pipe shell's spawn reaches the command: it ends on SIGTERM, with no grace run out", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // under cgroup the wrapper may not have joined the cell yet: the stop moves the leader there first
+          for (let i = 0; i < 12; i++) {
+            const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+            const report = yield* group.stop({ grace: Duration.seconds(5) })
+            expect(report.escalated, `stop ${i}: ${JSON.stringify(report)}`).toBe(false)
+            expect(marked(token)).toEqual([])
+          }
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      if (backend === "cgroup") {
+        it.scopedLive("a pipe shell's leader joins its cell by itself: the supervisor moves no process, and the stop finds the leader there", () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            yield* Effect.addFinalizer(() => killMarked(token))
+            // moving a process takes the kernel's cgroup write lock (blocking the supervisor): its wrapper does it
+            const moves = yield* countCgroupMoves
+            const groups = []
+            for (let i = 0; i < 5; i++) groups.push(yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] }))
+            for (const group of groups) {
+              yield* waitUntil("the leader in its cell", () => Cgroup.ownProcs(group.target.cgroup!).includes(group.pid))
+            }
+            // the macrotasks after the spawns have run
+            yield* Effect.sleep(20)
+            for (const group of groups) expect((yield* group.stop()).escalated).toBe(false)
+            expect(moves()).toEqual([])
+            yield* staysEmpty(token)
+          }).pipe(Effect.provide(layerFor(backend))))
+      }
 
       it.scopedLive("stops what an escaper forks after the first scan and then leaves behind: its session is the shell's", () =>
         Effect.gen(function*() {

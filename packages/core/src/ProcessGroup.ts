@@ -208,7 +208,7 @@ interface StopState {
   readonly run: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
   /** Done once the group holds what a stop must reach: its command, not only the command's init. None where it always does. */
   readonly ready: Effect.Effect<void> | undefined
-  /** Puts the leader in its cgroup now, if that has not happened yet (see `joinSoon`). */
+  /** Puts the leader in its cgroup now, if it is not there yet (see `joiner`). */
   readonly join: () => void
   /** The first signal to the group before the stop proper begins, where that is safe (`GroupStop.signalAtOnce`); whom it reached. */
   readonly signalAtOnce: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
@@ -488,28 +488,31 @@ const drained = (closed: Deferred.Deferred<void>) =>
     done ? Effect.void : Deferred.await(closed).pipe(Effect.interruptible, Effect.timeout(Duration.millis(200)), Effect.ignore))
 
 /**
- * Puts the leader in its cgroup from outside, in the next macrotask, and
- * returns how to make sure it is done. Membership by cgroup is exact only
- * once the leader is in it, and the wrapper's own join (its first
- * instruction) waits for it to be scheduled; but moving a process between
- * cgroups takes the kernel's cgroup write lock, which costs milliseconds,
- * so it is not done on the start's path. A stop's beginning calls the
- * returned function first, which joins now if the macrotask has not. The
- * join also opens the cell's listing, kept open for the shell's life: the
- * stop reads it just before its first signal, and a kept file is read in
- * one syscall, not three.
+ * How to make sure the leader is in its cgroup: a stop's beginning calls it
+ * first, as membership by cgroup is exact only once the leader is in. The
+ * wrapper joins as its first instruction, once it is scheduled; a pipe
+ * leader is moved from outside only where it has not yet (a stop at once
+ * after the start), and only while it is our unreaped child, whose pid
+ * cannot be another's (once it is not, the wrapper joined before its exec,
+ * or died). Moving a process takes the kernel's cgroup write lock, which
+ * blocked the supervisor 0.7 ms here (median, 5 ms at worst under load) when
+ * every start did it in its next macrotask. That macrotask now only opens
+ * the cell's listing, kept for the shell's life: the stop reads it just
+ * before its first signal, in one syscall, not three. A terminal's leader
+ * is still moved then: the pty package reaps it whenever it likes, so later
+ * its pid may be another's.
  */
-const joinSoon = (cell: Cell, pid: number, listing: KeptFiles | undefined): (() => void) => {
+const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | undefined): (() => void) => {
   const dir = cell.cgroup
   if (dir === undefined || listing === undefined) return () => {}
   let joined = false
   const join = () => {
     if (joined) return
     joined = true
-    Cgroup.join(dir, pid)
-    Cgroup.ownProcs(dir, listing.readOr)
+    if (tty || leader.held() && !Cgroup.ownProcs(dir, listing.readOr).includes(leader.pid)) Cgroup.join(dir, leader.pid)
+    if (tty) Cgroup.ownProcs(dir, listing.readOr)
   }
-  setImmediate(join)
+  setImmediate(tty ? join : () => Cgroup.ownProcs(dir, listing.readOr))
   return join
 }
 
@@ -662,7 +665,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     : yield* Effect.tap(Effect.sync(() => makeKeptFiles(1)), (files) => onClose(() => Effect.sync(files.close)))
   const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
-  const join = joinSoon(cell, pid, listing)
+  const join = joiner(cell, leader, tty, listing)
   const leaderStartTime = tty ? constant(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = forked !== undefined
