@@ -279,19 +279,6 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           }
         }).pipe(Effect.provide(layerFor(backend))))
 
-      it.scopedLive("a stop at once after a pipe shell's spawn reaches the command: it ends on SIGTERM, with no grace run out", () =>
-        Effect.gen(function*() {
-          const token = newToken()
-          yield* Effect.addFinalizer(() => killMarked(token))
-          // under cgroup the wrapper may not have joined the cell yet: the stop moves the leader there first
-          for (let i = 0; i < 12; i++) {
-            const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
-            const report = yield* group.stop({ grace: Duration.seconds(5) })
-            expect(report.escalated, `stop ${i}: ${JSON.stringify(report)}`).toBe(false)
-            expect(marked(token)).toEqual([])
-          }
-        }).pipe(Effect.provide(layerFor(backend))))
-
       if (backend === "cgroup") {
         it.scopedLive("a pipe shell's leader joins its cell by itself: the supervisor moves no process, and the stop finds the leader there", () =>
           Effect.gen(function*() {
@@ -345,7 +332,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* Effect.addFinalizer(() => killMarked(token))
           for (let i = 0; i < 5; i++) {
             const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
-            // under pidns the init forks the command a moment after the spawn: a TERM before that would miss it
+            // under pidns the init forks the command a moment after the spawn: a TERM before that would miss it;
+            // under cgroup the wrapper may not have joined the cell yet: the stop moves the leader there first
             const report = yield* group.stop({ grace: Duration.seconds(5) })
             expect(report.escalated, `stop ${i}`).toBe(false)
             expect(marked(token)).toEqual([])
