@@ -492,6 +492,29 @@ describe("GroupStop: a cgroup", () => {
       expect((yield* Ref.get(script.signals)).map((s) => `${s.signal} ${s.target}`)).toContain("SIGKILL -5000")
     }))
 
+  it.scoped("is struck by one kill round: members that take long to die are left to the kernel, not struck again", () =>
+    Effect.gen(function*() {
+      const dir = yield* cellDirectory
+      fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n")
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), "5000\n5001\n")
+      // SIGKILL takes 100 ms to end them (a thousand exiting at once)
+      const script = yield* makeTestScript([leader, worker])
+      const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
+      const fiber = yield* Effect.fork(
+        GroupStop.stopGroup({ ...target, cgroup: dir }).pipe(Effect.provide(Layer.merge(ProcessTable.layerTest(script), limits)))
+      )
+      yield* TestClock.adjust(GRACE + 100)
+      yield* Ref.set(script.processes, [])
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), "")
+      fs.writeFileSync(path.join(dir, "cgroup.events"), "populated 0\nfrozen 0\n")
+      yield* TestClock.adjust(10)
+      const report = yield* Fiber.join(fiber)
+      expect(fs.readFileSync(path.join(dir, "cgroup.kill"), "utf8")).toBe("1")
+      expect((yield* Ref.get(script.signals)).filter((s) => s.signal === "SIGKILL").map((s) => s.target)).toEqual([-5000])
+      expect(report).toMatchObject({ escalated: true, killed: 2, survivors: [] })
+      expect(report.durationMs).toBeGreaterThanOrEqual(GRACE + 100)
+    }))
+
   it.scoped("once struck by the kill, is rechecked by its populated flag alone: a check does not list its dying members", () =>
     Effect.gen(function*() {
       const dir = yield* cellDirectory

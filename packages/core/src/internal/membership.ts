@@ -208,19 +208,19 @@ const makeWith = (
     g.live = g.live.filter((p) => present.has(p.pid))
   }
   /**
-   * Once `cgroup.kill` has struck a cell, each of its members is dying and
-   * none can join: whether any is left is one small read of its events.
-   * Listing a thousand dying members at every check took more CPU than the
-   * kill, CPU their exits were waiting for.
+   * Groups whose cell `cgroup.kill` has struck: each of its members is
+   * dying and none can join, so whether any is left is one small read of its
+   * events. Listing a thousand dying members at every check took more CPU
+   * than the kill, CPU their exits were waiting for.
    */
-  let struck = false
+  const struckWhole = new Set<Group>()
   const recheckGroup = (g: Group) => {
     const { cgroup } = g.target
     // none known: nothing to read (a stop of many groups rechecks the ones that have not emptied yet)
     if (g.live.length === 0) return Effect.void
     if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
     return Effect.sync(() => {
-      if (!struck) relist(g, cgroup)
+      if (!struckWhole.has(g)) relist(g, cgroup)
       else if (!Cgroup.populated(cgroup, read)) g.live = []
     })
   }
@@ -248,10 +248,7 @@ const makeWith = (
     recheck,
     signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
     signalEach: signals.each,
-    kill: Effect.zipRight(
-      makeKill(groups, find, signals.toFound, relist),
-      Effect.sync(() => void (struck = true))
-    ),
+    kill: makeKill(groups, find, signals.toFound, relist, struckWhole),
     resolve,
     release: Effect.zipRight(Effect.sync(files.close), kept.close)
   }
@@ -321,7 +318,8 @@ const makeKill = (
   groups: ReadonlyArray<Group>,
   find: Effect.Effect<Found>,
   signal: (found: Found, sig: Signal) => Effect.Effect<void>,
-  relist: (g: Group, cgroup: string) => void
+  relist: (g: Group, cgroup: string) => void,
+  struckWhole: Set<Group>
 ) => {
   // only a plain scan needs freezing: a cgroup or a namespace is killed whole
   const scannedOnly = (found: Found): Found => new Map([...found].filter(([g]) => backendOf(g.target) === "procScan"))
@@ -343,18 +341,23 @@ const makeKill = (
 
   let frozen = false
   return Effect.gen(function*() {
-    // listed just before the kill: whom it strikes, by pid where they left the group, and not a pid freed since
-    for (const g of groups) {
+    // a cell struck whole has nothing a later round could reach: each member is dying, none can be born
+    const striking = groups.filter((g) => !struckWhole.has(g))
+    const whole: Array<Group> = []
+    for (const g of striking) {
       if (g.target.cgroup === undefined || g.live.length === 0) continue
+      // listed just before the kill: whom it strikes, by pid where they left the group, and not a pid freed since
       relist(g, g.target.cgroup)
-      Cgroup.kill(g.target.cgroup)
+      if (Cgroup.kill(g.target.cgroup)) whole.push(g)
     }
-    const live: Found = new Map(groups.map((g) => [g, g.live]))
+    const live: Found = new Map(striking.map((g) => [g, g.live]))
     const held = frozen ? live : yield* freeze(live)
+    // by group and by pid too, for what `cgroup.kill` misses (a zombie leader whose threads still run)
     yield* signal(held, "SIGKILL")
     if (!frozen) yield* signal(scannedOnly(held), "SIGCONT")
     frozen = true
-    groups.forEach((g) => (g.live = held.get(g) ?? []))
+    striking.forEach((g) => (g.live = held.get(g) ?? []))
+    whole.forEach((g) => struckWhole.add(g))
   })
 }
 
