@@ -178,6 +178,24 @@ describe("GroupStop: wake events", () => {
       expect((yield* Fiber.join(fiber)).durationMs).toBe(1)
     }))
 
+  it.effect("while an event is still to come, pauses grow past 10 ms up to 50 ms; once every event came, at most 10 ms again", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], limits: { grace: Duration.seconds(3) } })
+      const event = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(t.stopOne({ wakeOn: [Deferred.await(event)] }))
+      yield* TestClock.adjust(1000)
+      // each check looks up both members
+      const before = yield* t.rechecks
+      yield* TestClock.adjust(500)
+      expect((yield* t.rechecks) - before, "a check every 50 ms").toBeLessThanOrEqual(2 * 11)
+      yield* Deferred.succeed(event, undefined)
+      yield* TestClock.adjust(0)
+      const after = yield* t.rechecks
+      yield* TestClock.adjust(500)
+      expect((yield* t.rechecks) - after, "a check every 10 ms").toBeGreaterThanOrEqual(2 * 49)
+      yield* Fiber.interrupt(fiber)
+    }))
+
   it.effect("stops listening for its events when it ends", () =>
     Effect.gen(function*() {
       const listening = yield* Ref.make(false)
