@@ -32,7 +32,7 @@ import * as Executable from "./internal/executable.js"
 import * as Pty from "./internal/pty.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
-import { ProcessTable } from "./ProcessTable.js"
+import { isGone, ProcessTable } from "./ProcessTable.js"
 import type { Signal } from "./ProcessTable.js"
 import * as Watcher from "./Watcher.js"
 
@@ -594,7 +594,7 @@ const leadsItsSession = (table: ProcessTable["Type"], pid: number): Effect.Effec
   table.lookup(pid).pipe(
     Effect.repeat({
       schedule: Schedule.spaced(Duration.millis(1)),
-      until: Option.match({ onNone: () => true, onSome: (p) => p.sid === pid || p.state === "Z" || p.state === "X" })
+      until: Option.match({ onNone: () => true, onSome: (p) => p.sid === pid || isGone(p) })
     }),
     Effect.timeout(Duration.seconds(1)),
     Effect.ignore
