@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as TestServices from "effect/TestServices"
 import { environOf, groupContainment, kernelProcess, leftovers, waitFor } from "./helpers.js"
 
 const withLimits = (limits: Partial<LimitsShape> = {}) =>
@@ -185,6 +186,21 @@ describe("ProcessGroup stop calls", () => {
         expect(leftovers(group)).toEqual([])
       }
     }).pipe(Effect.scoped, withLimits()))
+
+  // under the TestClock no pause runs out: the stop must end on the groups' own events, as a stop of one group does
+  it.effect("stopAll ends on its groups' exits and closed pipes, not at the end of a pause", () =>
+    Effect.gen(function*() {
+      // each takes a moment to end once signalled, so the stop has to pause at least once
+      const slow = "trap 'sleep 0.2; exit 0' TERM; sleep 30 & wait"
+      const groups = yield* Effect.all([1, 2].map(() => ProcessGroup.spawn({ command: slow })))
+      yield* TestServices.provideLive(Effect.forEach(groups, (g) => waitFor("the shell's sleep", () => leftovers(g).length >= 2 || undefined)))
+      const reports = yield* ProcessGroup.stopAll(groups)
+      expect(reports.map((r) => [r.escalated, r.survivors])).toEqual([[false, []], [false, []]])
+      for (const group of groups) {
+        expect(yield* group.awaitExit).toEqual({ _tag: "Exited", code: 0 })
+        expect(leftovers(group)).toEqual([])
+      }
+    }).pipe(Effect.scoped, withLimits()), 10_000)
 
   it.live("closing the scope stops a running group", () =>
     Effect.gen(function*() {
