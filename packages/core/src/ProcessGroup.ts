@@ -15,7 +15,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
-import { constant } from "effect/Function"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
@@ -166,8 +165,12 @@ export interface ProcessGroup {
   readonly pid: number
   /** Whether its stdin, stdout and stderr are a pseudo-terminal (`tty`). */
   readonly tty: boolean
-  /** The leader's start time in process-table units, when it could be read: read when first asked for, while the leader is our unreaped child. */
-  readonly leaderStartTime: number | undefined
+  /**
+   * The leader's start time in process-table units, when it could be read:
+   * read when first asked for, while the leader is our unreaped child, and
+   * the same answer after that.
+   */
+  readonly leaderStartTime: Effect.Effect<number | undefined>
   readonly target: StopTarget
   readonly output: OutputBuffer.OutputBuffer
   readonly stdio: Stdio
@@ -533,16 +536,13 @@ const startTimeOf = (table: ProcessTable["Type"], pid: number) =>
  * costs three syscalls. Read only while the leader is our unreaped child,
  * when its pid cannot be another process's; undefined after that.
  */
-const startTimeWhenAsked = (table: ProcessTable["Type"], leader: Leader) => {
-  let known: number | undefined
-  let read = false
-  return () => {
-    if (!read && leader.held()) {
-      read = true
-      known = Effect.runSync(startTimeOf(table, leader.pid))
-    }
-    return known
-  }
+const startTimeWhenAsked = (table: ProcessTable["Type"], leader: Leader): Effect.Effect<number | undefined> => {
+  let known: Option.Option<number | undefined> = Option.none()
+  return Effect.suspend(() => {
+    if (Option.isSome(known)) return Effect.succeed(known.value)
+    if (!leader.held()) return Effect.succeed(undefined)
+    return Effect.tap(startTimeOf(table, leader.pid), (startTime) => Effect.sync(() => (known = Option.some(startTime))))
+  })
 }
 
 /** The group's value around its running leader, its sinks and its stop state. */
@@ -552,7 +552,7 @@ const assemble = (
     readonly cell: Cell
     readonly tty: boolean
     readonly held: Omit<StopTarget, "pgid" | "sid">
-    readonly leaderStartTime: () => number | undefined
+    readonly leaderStartTime: Effect.Effect<number | undefined>
   },
   leader: Leader,
   { exit, output }: Pick<Sinks, "exit" | "output">,
@@ -563,9 +563,7 @@ const assemble = (
     containment: base.cell.backend,
     pid: leader.pid,
     tty: base.tty,
-    get leaderStartTime() {
-      return base.leaderStartTime()
-    },
+    leaderStartTime: base.leaderStartTime,
     target: { pgid: leader.pid, sid: leader.pid, ...base.held },
     output,
     stdio: leader.stdio,
@@ -670,7 +668,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
   const join = joiner(cell, leader, tty, listing)
-  const leaderStartTime = tty ? constant(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
+  const leaderStartTime = tty ? Effect.succeed(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = forked !== undefined
     ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(

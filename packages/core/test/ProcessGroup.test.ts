@@ -36,7 +36,7 @@ describe("ProcessGroup.spawn", () => {
       expect(group.shellId).toMatch(/^corral-[0-9a-f]{12}$/)
       expect(environOf(group.pid).get("CORRAL_SHELL_ID")).toBe(group.shellId)
       expect(group.target).toMatchObject({ pgid: group.pid, sid: group.pid, shellId: group.shellId })
-      expect(group.target.startTime).toBeLessThanOrEqual(group.leaderStartTime!)
+      expect(group.target.startTime).toBeLessThanOrEqual((yield* group.leaderStartTime)!)
       expect(yield* group.exitStatus).toEqual(Option.none())
     }).pipe(Effect.scoped, withLimits()))
 

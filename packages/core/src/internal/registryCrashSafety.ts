@@ -60,7 +60,7 @@ export const make = (options: RegistryOptions, shells: Shells) =>
         stateDir,
         supervisor: () => supervisor,
         // the shutdown removes the journal once it is done, not once per shell
-        live: Effect.map(shells.having(isActive), (live) => live.map(journalShell))
+        live: Effect.flatMap(shells.having(isActive), (live) => Effect.forEach(live, journalShell))
       })
       : RegistryJournal.disabled
     return {
@@ -110,20 +110,21 @@ const claimInstance = Effect.acquireRelease(
   (n) => Effect.sync(() => liveInstances.delete(n))
 )
 
-const journalShell = (s: Shell): Journal.JournalShell => ({
-  id: s.id,
-  tag: s.base.tag,
-  pid: s.group.pid,
-  leaderStartTime: s.group.leaderStartTime ?? null,
-  bornAfter: s.group.target.startTime,
-  cgroup: s.group.target.cgroup,
-  pidns: s.group.target.pidns,
-  command: s.base.command,
-  cwd: s.base.cwd,
-  owner: s.base.owner,
-  name: s.base.name,
-  startedAt: s.base.startedAt
-})
+const journalShell = (s: Shell): Effect.Effect<Journal.JournalShell> =>
+  Effect.map(s.group.leaderStartTime, (leaderStartTime) => ({
+    id: s.id,
+    tag: s.base.tag,
+    pid: s.group.pid,
+    leaderStartTime: leaderStartTime ?? null,
+    bornAfter: s.group.target.startTime,
+    cgroup: s.group.target.cgroup,
+    pidns: s.group.target.pidns,
+    command: s.base.command,
+    cwd: s.base.cwd,
+    owner: s.base.owner,
+    name: s.base.name,
+    startedAt: s.base.startedAt
+  }))
 
 const supervisorIdentity = (options: RegistryOptions) =>
   Effect.gen(function*() {
