@@ -16,6 +16,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as TestServices from "effect/TestServices"
+import { startTimeOf } from "./fixtures/registry/harness.js"
 import { environOf, groupContainment, kernelProcess, leftovers, waitFor } from "./helpers.js"
 
 const withLimits = (limits: Partial<LimitsShape> = {}) =>
@@ -38,6 +39,21 @@ describe("ProcessGroup.spawn", () => {
       expect(group.target).toMatchObject({ pgid: group.pid, sid: group.pid, shellId: group.shellId })
       expect(group.target.startTime).toBeLessThanOrEqual((yield* group.leaderStartTime)!)
       expect(yield* group.exitStatus).toEqual(Option.none())
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("reads the leader's start time only while the leader is its unreaped child, and keeps the answer", () =>
+    Effect.gen(function*() {
+      // asked while the leader runs: its /proc start time, the same answer once it is reaped
+      const asked = yield* ProcessGroup.spawn({ command: ["sleep", "0.2"] })
+      const startTime = startTimeOf(asked.pid)
+      expect(yield* asked.leaderStartTime).toBe(startTime)
+      yield* asked.awaitExit
+      expect(yield* asked.leaderStartTime).toBe(startTime)
+      // first asked once the leader is reaped: its pid may be another process's by then, so no answer
+      const late = yield* ProcessGroup.spawn({ command: ["true"] })
+      yield* late.awaitExit
+      expect(kernelProcess(late.pid)).toBeUndefined()
+      expect(yield* late.leaderStartTime).toBeUndefined()
     }).pipe(Effect.scoped, withLimits()))
 
   it.live("runs a command line with the given shell, cwd and environment", () =>
