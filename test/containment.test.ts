@@ -507,6 +507,93 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
   }
 })
 
+/** The real process table, each read of processes it makes counted: a scan, a lookup, or kept lookups for a stop's rechecks. */
+const countingTable = (reads: { count: number }) =>
+  Layer.effect(
+    ProcessTable,
+    Effect.map(ProcessTable, (table): ProcessTable["Type"] => {
+      const counted = <A>(effect: Effect.Effect<A>) => Effect.suspend(() => (reads.count += 1, effect))
+      return {
+        ...table,
+        scan: counted(table.scan),
+        scanSince: (since) => counted(table.scanSince(since)),
+        lookup: (pid) => counted(table.lookup(pid)),
+        keptLookups: counted(table.keptLookups)
+      }
+    })
+  ).pipe(Layer.provide(ProcessTable.layer))
+
+/** The cgroup backend with a grace of 4 s: a stop's first look then lasts until its leaders exit, or 1 s. */
+const firstLookLayer = (reads: { count: number }) =>
+  Containment.layer("cgroup").pipe(
+    Layer.provideMerge(Layer.mergeAll(countingTable(reads), Limits.layerWith({ grace: Duration.seconds(4) }))),
+    Layer.orDie
+  )
+
+describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (needs a writable cgroup v2)", () => {
+  const reads = { count: 0 }
+
+  it.scopedLive("an obedient command's stop ends at its leader's exit, with one look at its cell: no process is read, nothing scanned", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+      yield* waitUntil("the sleeper", () => sleeping(token))
+      reads.count = 0
+      const report = yield* group.stop()
+      expect(reads.count, "processes read by the stop").toBe(0)
+      expect(report).toMatchObject({
+        containment: "cgroup",
+        signals: { SIGTERM: 1, SIGCONT: 1, SIGKILL: 0 },
+        escalated: false,
+        killed: 0,
+        members: 1,
+        survivors: [],
+        escaped: []
+      })
+      expect(marked(token)).toEqual([])
+      expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
+  it.scopedLive("a batch settles each group its signal emptied at that group's own leader's exit; a TERM-ignoring one goes on to the stop proper", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const obedient = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+      const stubborn = yield* ProcessGroup.spawn({ command: `trap '' TERM; sleep 7${token} & wait` })
+      yield* waitUntil("both sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
+      const batch = yield* Effect.fork(ProcessGroup.stopAll([obedient, stubborn]))
+      // the batch has claimed both by now: this stop joins it
+      yield* Effect.sleep(20)
+      const early = yield* obedient.stop()
+      expect(yield* stubborn.stopReport, "the TERM-ignoring group's stop was over with the obedient one's").toEqual(Option.none())
+      expect(early).toMatchObject({ escalated: false, signals: { SIGTERM: 1, SIGCONT: 1, SIGKILL: 0 }, members: 1 })
+      const [first, second] = yield* Fiber.join(batch)
+      expect(first).toBe(early)
+      expect(second).toMatchObject({ escalated: true, survivors: [] })
+      expect(marked(token)).toEqual([])
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
+  it.scopedLive("a leader that ends of the signal while its cell holds a member out of its group hands the stop on at once: that member gets SIGTERM", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-look-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const escaping = `trap 'echo TERM >> ${dir}/escaper; exit 0' TERM; while :; do sleep 0.05 ${token}; done`
+      const group = yield* ProcessGroup.spawn({ command: `setsid sh -c "${escaping}" & sleep 6${token} & wait` })
+      yield* waitUntil("both sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length >= 2)
+      const report = yield* group.stop()
+      expect(fs.readFileSync(path.join(dir, "escaper"), "latin1"), JSON.stringify(report)).toBe("TERM\n")
+      expect(report.escalated, JSON.stringify(report)).toBe(false)
+      // the escaping sh, and the sleep it had running: both out of the group, each signalled by pid
+      expect(report.escaped.length, JSON.stringify(report)).toBeGreaterThanOrEqual(1)
+      // not at the look's end, a quarter into the 4 s grace: the leader's exit handed it on
+      expect(report.durationMs, JSON.stringify(report)).toBeLessThan(1_000)
+      yield* staysEmpty(token)
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+})
+
 describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a writable cgroup v2 and the PID namespace of npm test)", () => {
   it.scopedLive("a dead supervisor's cgroups are stopped and removed by the next one; a live one's and another namespace's are left alone", () =>
     Effect.gen(function*() {

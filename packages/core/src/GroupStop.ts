@@ -73,6 +73,71 @@ export const signalAtOnce = (
       accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))
   })
 
+/** A group `signalAtOnce` reached: whom, and how to learn that its stop is over. */
+export interface ReachedGroup {
+  readonly target: StopTarget
+  readonly reached: ReadonlySet<number>
+  /** Calls back once, at the leader's exit; returns what cancels that. */
+  readonly onLeaderExit: (f: () => void) => () => void
+  /** Whether the group's cgroup holds no process any more (`populated 0`). */
+  readonly emptied: () => boolean
+}
+
+/**
+ * The first look at groups `signalAtOnce` reached: at each leader's exit,
+ * one read of its cgroup's `populated`, and a group found empty has its
+ * report (`done`) then. It ends when every leader has exited, or
+ * `resolveAfter` into the grace, as a stop reads the members it assumed
+ * reached (an escaper in the cell is one); the rest then get the stop
+ * proper, whose grace has run from the signal all the same. An obedient
+ * command's stop thus ends at its leader's exit, without a fiber of its
+ * own, a scan or a poll: they cost a stop of one `sleep` 0.5-0.9 ms here.
+ */
+export const firstLook = (
+  groups: ReadonlyArray<ReachedGroup>,
+  { began, first, grace }: { readonly first: Signal; readonly began: number; readonly grace: number },
+  done: (index: number, report: StopReport) => void
+): Effect.Effect<void> =>
+  Effect.clockWith((clock) =>
+    Effect.async<void>((resume) => {
+      let waiting = groups.length
+      const end = () => {
+        clearTimeout(timer)
+        cancels.forEach((cancel) => cancel())
+      }
+      const timer = setTimeout(() => {
+        end()
+        resume(Effect.void)
+      }, Math.max(0, began + resolveAfter(grace) - clock.unsafeCurrentTimeMillis()))
+      const cancels = groups.map((group, i) =>
+        group.onLeaderExit(() => {
+          if (group.emptied()) done(i, emptiedReport(group, first, clock.unsafeCurrentTimeMillis() - began))
+          if (--waiting > 0) return
+          end()
+          resume(Effect.void)
+        })
+      )
+      return Effect.sync(end)
+    })
+  )
+
+/** The report of a group its first signal emptied: all it got was that signal and SIGCONT. */
+const emptiedReport = ({ reached, target }: ReachedGroup, first: Signal, durationMs: number): StopReport => {
+  const signals = { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }
+  for (const signal of [first, "SIGCONT"]) if (typeof signal === "string" && signal in signals) signals[signal as keyof typeof signals] += 1
+  return {
+    pgid: target.pgid,
+    containment: backendOf(target),
+    signals,
+    escalated: false,
+    killed: 0,
+    durationMs,
+    members: reached.size,
+    survivors: [],
+    escaped: []
+  }
+}
+
 export const stopGroup = (target: StopTarget, options?: StopOptions) =>
   Effect.map(stopGroups([target], options), (reports) => reports[0]!)
 

@@ -218,6 +218,12 @@ interface StopState {
   /** Its leader's exit, and its pipes closing: after these the group may have emptied (see `wakeOnAll`). */
   readonly exited: Effect.Effect<unknown>
   readonly closed: Effect.Effect<void>
+  /** Calls back once, at the leader's exit; returns what cancels that (see `GroupStop.firstLook`). */
+  readonly onLeaderExit: (f: () => void) => () => void
+  /** Whether the group's cell holds no process any more: only a cgroup can say so. */
+  readonly emptied: () => boolean
+  /** The grace of a stop that names none (`Limits`). */
+  readonly grace: Duration.DurationInput
 }
 
 /**
@@ -292,6 +298,8 @@ interface Leader {
   readonly closeOutput: () => void
   /** Whether it is our child, not yet reaped: while it is, no other process can have its pid, or its group's id. */
   readonly held: () => boolean
+  /** Calls back once at its exit (or soon, if it has exited), never before returning; returns what cancels that. */
+  readonly onExit: (f: () => void) => () => void
 }
 
 /** The command as the cell runs it, with the environment every member carries, checked as execvp would where spawn cannot tell. */
@@ -375,6 +383,15 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
         else stdin.write(text, done)
       }),
     held: () => child.exitCode === null && child.signalCode === null,
+    onExit: (f) => {
+      // never called back before this returns: a caller may not be ready for it
+      if (child.exitCode !== null || child.signalCode !== null) {
+        const later = setImmediate(f)
+        return () => clearImmediate(later)
+      }
+      child.once("exit", f)
+      return () => child.off("exit", f)
+    },
     resize: () => false,
     closeOutput: () => {
       child.stdout?.destroy()
@@ -431,7 +448,11 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit,
       },
       closeOutput: () => Pty.closeMaster(term),
       // the pty package reaps on a thread of its own, before its exit callback: no moment is known when it still holds the pid
-      held: () => false
+      held: () => false,
+      onExit: (f) => {
+        const listener = term.onExit(f)
+        return () => listener.dispose()
+      }
     } satisfies Leader
   })
 
@@ -664,7 +685,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   // release goes onto the scope as a closure (see onClose: acquireRelease's refs restoring tripled a 200-shell teardown's closes)
   const listing = cell.cgroup === undefined
     ? undefined
-    : yield* Effect.tap(Effect.sync(() => makeKeptFiles(1)), (files) => onClose(() => Effect.sync(files.close)))
+    : yield* Effect.tap(Effect.sync(() => makeKeptFiles(2)), (files) => onClose(() => Effect.sync(files.close)))
   const leader = yield* startLeader(start, sinks)
   const pid = leader.pid
   const join = joiner(cell, leader, tty, listing)
@@ -681,12 +702,15 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const stopState: StopState = {
     phase: { _tag: "NotAsked" },
     run: containment.stop,
+    grace: limits.grace,
     join,
     ready,
     signalAtOnce: (signal) =>
       Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, group.target, signal, listing?.readOr) : Effect.succeed(undefined)),
     exited: Deferred.await(exit),
-    closed: Deferred.await(closed)
+    closed: Deferred.await(closed),
+    onLeaderExit: leader.onExit,
+    emptied: () => cell.cgroup !== undefined && !Cgroup.populated(cell.cgroup, listing?.readOr)
   }
   const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
@@ -699,49 +723,84 @@ export const stopAll = (
   groups: ReadonlyArray<ProcessGroup>,
   options?: StopOptions
 ): Effect.Effect<ReadonlyArray<StopReport>> =>
-  // claiming and forking are one step: an interrupt between them would leave a claimed stop no one runs
   Effect.zipRight(
-    Effect.uninterruptible(Effect.suspend(() => begin(groups.filter((g) => g[StopStateId].phase._tag === "NotAsked"), options))),
+    // claiming, signalling and forking the rest's stop are one step: an interrupt between them would leave a claimed stop no one runs
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        claim(groups.filter((g) => g[StopStateId].phase._tag === "NotAsked"), options),
+        ({ firstLook, forkRest }) => Effect.ensuring(restore(firstLook), forkRest)
+      )
+    ),
     Effect.forEach(groups, (g) => awaitStop(g[StopStateId]))
   )
 
+/** One group under a stop that `claim` claimed: its state, and where its report goes. */
+interface Claimed {
+  readonly group: ProcessGroup
+  readonly report: Deferred.Deferred<StopReport>
+  /** Whom its first signal reached, if `signalAtOnce` sent it. */
+  readonly reached: ReadonlySet<number> | undefined
+}
+
 /**
- * Moves `groups` to Stopping, sends the first signal at once where it can,
- * and forks their stop, which moves each to Stopped with its report.
+ * Moves `groups` to Stopping and sends the first signal at once where it
+ * can. Those it reached get a first look (`GroupStop.firstLook`), which
+ * settles those it finds empty; the stop proper of the others is forked,
+ * at once for those not reached, after the look (`forkRest`) for the rest,
+ * and settles each with its report.
  */
-const begin = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undefined) =>
+const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undefined) =>
   Effect.gen(function*() {
-    if (groups.length === 0) return
-    const stopping = groups.map((g) => {
-      const report = Deferred.unsafeMake<StopReport>(FiberId.none)
-      g[StopStateId].phase = { _tag: "Stopping", report }
-      return { state: g[StopStateId], report }
-    })
-    const sentAtOnce = new Map<number, ReadonlySet<number>>()
     // the grace runs from the first signal, not from when the forked stop gets to run
     const began = yield* Clock.currentTimeMillis
-    for (const g of groups) {
-      g[StopStateId].join()
-      const reached = g[StopStateId].ready === undefined ? yield* g[StopStateId].signalAtOnce(options?.signal ?? "SIGTERM") : undefined
-      if (reached !== undefined) sentAtOnce.set(g.target.pgid, reached)
+    const claimed: Array<Claimed> = []
+    for (const group of groups) {
+      const state = group[StopStateId]
+      const report = Deferred.unsafeMake<StopReport>(FiberId.none)
+      state.phase = { _tag: "Stopping", report }
+      state.join()
+      const reached = state.ready === undefined ? yield* state.signalAtOnce(options?.signal ?? "SIGTERM") : undefined
+      claimed.push({ group, report, reached })
     }
-    const finish = (exit: Exit.Exit<ReadonlyArray<StopReport>>) =>
-      Effect.forEach(stopping, ({ report, state }, i) => {
-        const mine = Exit.map(exit, (reports) => reports[i]!)
-        if (Exit.isSuccess(mine)) state.phase = { _tag: "Stopped", report: mine.value }
-        return Deferred.done(report, mine)
-      }, { discard: true })
-    const waits = stopping.flatMap(({ state }) => state.ready ?? [])
-    // a wait for an init's fork is not part of the grace
-    const run = stopping[0]!.state.run(groups.map((g) => g.target), {
-      wakeOn: wakeOnAll(groups),
-      ...options,
-      sentAtOnce,
-      began: waits.length === 0 ? began : undefined
-    })
-    const stop = waits.length === 0 ? run : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), run)
-    yield* Effect.forkDaemon(Effect.flatMap(Effect.exit(stop), finish))
+    const settle = ({ group, report }: Claimed, exit: Exit.Exit<StopReport>) => {
+      if (Exit.isSuccess(exit)) group[StopStateId].phase = { _tag: "Stopped", report: exit.value }
+      Deferred.unsafeDone(report, exit)
+    }
+    const looked = claimed.filter((c) => c.reached !== undefined)
+    const grace = Duration.toMillis(options?.grace ?? groups[0]?.[StopStateId].grace ?? 0)
+    const firstLook = looked.length === 0 ? Effect.void : GroupStop.firstLook(
+      looked.map(({ group, reached }) => ({ target: group.target, reached: reached!, ...group[StopStateId] })),
+      { first: options?.signal ?? "SIGTERM", began, grace },
+      (i, report) => settle(looked[i]!, Exit.succeed(report))
+    )
+    const fork = (some: ReadonlyArray<Claimed>) =>
+      some.length === 0 ? Effect.void : Effect.asVoid(Effect.forkDaemon(stopProper(some, options, began, settle)))
+    // those not looked at do not wait for the others' look
+    yield* fork(claimed.filter((c) => c.reached === undefined))
+    const forkRest = Effect.suspend(() => fork(looked.filter(({ group }) => group[StopStateId].phase._tag === "Stopping")))
+    return { firstLook, forkRest }
   })
+
+/** The stop of `claimed` past their first look, each settled with its own report. */
+const stopProper = (
+  claimed: ReadonlyArray<Claimed>,
+  options: StopOptions | undefined,
+  began: number,
+  settle: (claimed: Claimed, exit: Exit.Exit<StopReport>) => void
+) => {
+  const groups = claimed.map((c) => c.group)
+  const sentAtOnce = new Map(claimed.flatMap(({ group, reached }) => reached === undefined ? [] : [[group.target.pgid, reached] as const]))
+  const waits = groups.flatMap((g) => g[StopStateId].ready ?? [])
+  // a wait for an init's fork is not part of the grace
+  const run = groups[0]![StopStateId].run(groups.map((g) => g.target), {
+    wakeOn: wakeOnAll(groups),
+    ...options,
+    sentAtOnce,
+    began: waits.length === 0 ? began : undefined
+  })
+  const stop = waits.length === 0 ? run : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), run)
+  return Effect.flatMap(Effect.exit(stop), (exit) => Effect.sync(() => claimed.forEach((c, i) => settle(c, Exit.map(exit, (reports) => reports[i]!)))))
+}
 
 /**
  * The events that end a stop's pause early: every leader has exited, and

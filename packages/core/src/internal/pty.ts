@@ -18,7 +18,7 @@ export const packages = ["@lydell/node-pty", "node-pty"] as const
 export interface Pty {
   readonly pid: number
   readonly onData: (listener: (data: Buffer | string) => void) => unknown
-  readonly onExit: (listener: (event: { readonly exitCode: number; readonly signal?: number | undefined }) => void) => unknown
+  readonly onExit: (listener: (event: { readonly exitCode: number; readonly signal?: number | undefined }) => void) => { readonly dispose: () => void }
   readonly write: (data: string | Buffer) => void
   readonly resize: (cols: number, rows: number) => void
 }
