@@ -555,6 +555,37 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
       expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
     }).pipe(Effect.provide(firstLookLayer(reads))))
 
+  it.scopedLive("with a grace too long for a timer, the look waits for the leader's exit alone: no timer fires at once, and Node warns of none", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const warnings: Array<string> = []
+      const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
+      process.on("warning", onWarning)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.off("warning", onWarning)))
+      const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+      yield* waitUntil("the sleeper", () => sleeping(token))
+      reads.count = 0
+      const report = yield* group.stop({ grace: Duration.infinity })
+      expect(reads.count, "processes read by the stop").toBe(0)
+      expect(report).toMatchObject({ escalated: false, members: 1, survivors: [] })
+      // a warning is emitted in the next tick
+      yield* Effect.sleep(10)
+      expect(warnings).toEqual([])
+      expect(marked(token)).toEqual([])
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
+  it("a cgroup is unpopulated only where its events say so: not where they cannot be read", () => {
+    const dir = fs.mkdtempSync(path.join(cgroupHome(), "corral-test-events-"))
+    try {
+      expect(Cgroup.unpopulated(dir)).toBe(true)
+      expect(Cgroup.unpopulated(path.join(dir, "missing"))).toBe(false)
+      expect(Cgroup.populated(path.join(dir, "missing"))).toBe(false)
+    } finally {
+      fs.rmdirSync(dir)
+    }
+  })
+
   it.scopedLive("a batch settles each group its signal emptied at that group's own leader's exit; a TERM-ignoring one goes on to the stop proper", () =>
     Effect.gen(function*() {
       const token = newToken()

@@ -73,13 +73,16 @@ export const signalAtOnce = (
       accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))
   })
 
+/** The longest wait a Node timer takes: a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 /** A group `signalAtOnce` reached: whom, and how to learn that its stop is over. */
 export interface ReachedGroup {
   readonly target: StopTarget
   readonly reached: ReadonlySet<number>
   /** Calls back once, at the leader's exit; returns what cancels that. */
   readonly onLeaderExit: (f: () => void) => () => void
-  /** Whether the group's cgroup holds no process any more (`populated 0`). */
+  /** Whether the group's cgroup says it holds no process any more (`populated 0`); false where it cannot be read. */
   readonly emptied: () => boolean
 }
 
@@ -105,10 +108,12 @@ export const firstLook = (
         clearTimeout(timer)
         cancels.forEach((cancel) => cancel())
       }
-      const timer = setTimeout(() => {
+      const wait = Math.max(0, began + resolveAfter(grace) - clock.unsafeCurrentTimeMillis())
+      // a grace too long for a timer (an infinite one) leaves the look to the leaders' exits
+      const timer = wait > MAX_TIMER_MS ? undefined : setTimeout(() => {
         end()
         resume(Effect.void)
-      }, Math.max(0, began + resolveAfter(grace) - clock.unsafeCurrentTimeMillis()))
+      }, wait)
       const cancels = groups.map((group, i) =>
         group.onLeaderExit(() => {
           if (group.emptied()) done(i, emptiedReport(group, first, clock.unsafeCurrentTimeMillis() - began))

@@ -710,7 +710,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),
     onLeaderExit: leader.onExit,
-    emptied: () => cell.cgroup !== undefined && !Cgroup.populated(cell.cgroup, listing?.readOr)
+    emptied: () => cell.cgroup !== undefined && Cgroup.unpopulated(cell.cgroup, listing?.readOr)
   }
   const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)

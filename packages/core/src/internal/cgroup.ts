@@ -83,6 +83,9 @@ const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
 /** Whether any live process is in the cgroup or below; false once it is gone. */
 export const populated = (dir: string, read: Read = readOr): boolean => /^populated 1$/m.test(read(path.join(dir, "cgroup.events")))
 
+/** Whether the cgroup says it holds no process, here or below: false where it cannot be read, unlike `!populated`. */
+export const unpopulated = (dir: string, read: Read = readOr): boolean => /^populated 0$/m.test(read(path.join(dir, "cgroup.events")))
+
 /** SIGKILLs everything in the cgroup and below, atomically against forks. False where `cgroup.kill` is missing (Linux < 5.14). */
 export const kill = (dir: string): boolean => {
   try {
