@@ -87,23 +87,32 @@ export interface ReachedGroup {
 }
 
 /**
- * The first look at groups `signalAtOnce` reached: at each leader's exit,
- * one read of its cgroup's `populated`, and a group found empty has its
- * report (`done`) then. It ends when every leader has exited, or
- * `resolveAfter` into the grace, as a stop reads the members it assumed
- * reached (an escaper in the cell is one); the rest then get the stop
- * proper, whose grace has run from the signal all the same. An obedient
- * command's stop thus ends at its leader's exit, without a fiber of its
- * own, a scan or a poll: they cost a stop of one `sleep` 0.4 ms of CPU here.
+ * The first look at groups `signalAtOnce` reached: one read of each
+ * cgroup's `populated` at once (the signals went out first; of many
+ * groups, the first ones are often gone by then, and where one is not, the
+ * file is open for the next read), then one at its leader's exit. A group
+ * found empty has its report (`done`) then. The look ends when every group
+ * is empty or its leader has exited, or `resolveAfter` into the grace, as
+ * a stop reads the members it assumed reached (an escaper in the cell is
+ * one); the rest then get the stop proper, whose grace has run from the
+ * signal all the same. An obedient command's stop thus ends at its
+ * leader's exit, without a fiber of its own, a scan or a poll: they cost a
+ * stop of one `sleep` 0.4 ms of CPU here.
  */
 export const firstLook = (
   groups: ReadonlyArray<ReachedGroup>,
   { began, first, grace }: { readonly first: Signal; readonly began: number; readonly grace: number },
   done: (index: number, report: StopReport) => void
 ): Effect.Effect<void> =>
-  Effect.clockWith((clock) =>
-    Effect.async<void>((resume) => {
-      let waiting = groups.length
+  Effect.clockWith((clock) => {
+    const settled = (i: number) => {
+      if (!groups[i]!.emptied()) return false
+      done(i, emptiedReport(groups[i]!, first, clock.unsafeCurrentTimeMillis() - began))
+      return true
+    }
+    const waiting = groups.flatMap((_, i) => settled(i) ? [] : [i])
+    return waiting.length === 0 ? Effect.void : Effect.async<void>((resume) => {
+      let left = waiting.length
       const end = () => {
         clearTimeout(timer)
         cancels.forEach((cancel) => cancel())
@@ -114,17 +123,17 @@ export const firstLook = (
         end()
         resume(Effect.void)
       }, wait)
-      const cancels = groups.map((group, i) =>
-        group.onLeaderExit(() => {
-          if (group.emptied()) done(i, emptiedReport(group, first, clock.unsafeCurrentTimeMillis() - began))
-          if (--waiting > 0) return
+      const cancels = waiting.map((i) =>
+        groups[i]!.onLeaderExit(() => {
+          settled(i)
+          if (--left > 0) return
           end()
           resume(Effect.void)
         })
       )
       return Effect.sync(end)
     })
-  )
+  })
 
 /** The report of a group its first signal emptied: all it got was that signal and SIGCONT. */
 const emptiedReport = ({ reached, target }: ReachedGroup, first: Signal, durationMs: number): StopReport => {
