@@ -769,7 +769,10 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
     const looked = claimed.filter((c) => c.reached !== undefined)
     const grace = Duration.toMillis(options?.grace ?? groups[0]?.[StopStateId].grace ?? 0)
     const firstLook = looked.length === 0 ? Effect.void : GroupStop.firstLook(
-      looked.map(({ group, reached }) => ({ target: group.target, reached: reached!, ...group[StopStateId] })),
+      looked.map(({ group, reached }) => {
+        const { emptied, onLeaderExit } = group[StopStateId]
+        return { target: group.target, reached: reached!, onLeaderExit, emptied }
+      }),
       { first: options?.signal ?? "SIGTERM", began, grace },
       (i, report) => settle(looked[i]!, Exit.succeed(report))
     )
