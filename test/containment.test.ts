@@ -132,6 +132,13 @@ const safeKill = (pid: number, signal: NodeJS.Signals) => {
   }
 }
 
+/** A directory of its own under the system's temporary one, removed with the scope. */
+const tempDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), prefix))),
+    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
 /** Holds for `ms`: nothing carrying the token may appear at any check (a hopper would). */
 const staysEmpty = (token: string, ms = 300) =>
   Effect.gen(function*() {
@@ -344,8 +351,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         Effect.gen(function*() {
           const token = newToken()
           yield* Effect.addFinalizer(() => killMarked(token))
-          const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-once-"))
-          yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+          const dir = yield* tempDir("corral-once-")
           // each sh counts the SIGTERMs it gets in a file of its own, and goes on: the stop must escalate
           const counting = (name: string) => `trap 'echo TERM >> ${dir}/${name}' TERM; while :; do sleep 0.05 ${token}; done`
           const group = yield* ProcessGroup.spawn({ command: `setsid sh -c "${counting("escaper")}" & ${counting("leader")}` })
@@ -609,8 +615,7 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
     Effect.gen(function*() {
       const token = newToken()
       yield* Effect.addFinalizer(() => killMarked(token))
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-look-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const dir = yield* tempDir("corral-look-")
       const escaping = `trap 'echo TERM >> ${dir}/escaper; exit 0' TERM; while :; do sleep 0.05 ${token}; done`
       const group = yield* ProcessGroup.spawn({ command: `setsid sh -c "${escaping}" & sleep 6${token} & wait` })
       yield* waitUntil("both sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length >= 2)

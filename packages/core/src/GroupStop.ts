@@ -137,8 +137,8 @@ export const firstLook = (
 
 /** The report of a group its first signal emptied: all it got was that signal and SIGCONT. */
 const emptiedReport = ({ reached, target }: ReachedGroup, first: Signal, durationMs: number): StopReport => {
-  const signals = { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }
-  for (const signal of [first, "SIGCONT"]) if (typeof signal === "string" && signal in signals) signals[signal as keyof typeof signals] += 1
+  const signals: MembershipImpl.Tally = { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 }
+  for (const signal of [first, "SIGCONT" as const]) MembershipImpl.countSent(signals, signal)
   return {
     pgid: target.pgid,
     containment: backendOf(target),
@@ -272,7 +272,7 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
 const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, first: Signal, began: number): Progress => {
   // an assumed member is neither signalled nor a newcomer until it is read (`resolveSurvivors`)
   const gotIt = reached === undefined ? group.live : group.live.filter((p) => reached.has(p.pid) && p.pgid === group.target.pgid && !group.assumed.has(p.pid))
-  if (reached !== undefined) [first, "SIGCONT" as const].forEach((signal) => MembershipImpl.countSent(group, signal))
+  if (reached !== undefined) [first, "SIGCONT" as const].forEach((signal) => MembershipImpl.countSent(group.sent, signal))
   const live = group.live.length
   return {
     group,

@@ -48,11 +48,12 @@ const sparing: ReadonlySet<number> = new Set([
 export const pidnsLeaderSurvives = (signal: Signal): boolean =>
   sparing.has(typeof signal === "number" ? signal : constants.signals[signal])
 
-type Tally = Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>
+/** Signals sent, by name: those a stop report counts. */
+export type Tally = Record<"SIGTERM" | "SIGCONT" | "SIGKILL", number>
 
-/** Counts a signal the kernel accepted for `group`, if it is one the tally names. */
-export const countSent = (group: Group, signal: Signal) => {
-  if (typeof signal === "string" && signal in group.sent) group.sent[signal as keyof Tally] += 1
+/** Counts a signal the kernel accepted, if it is one the tally names. */
+export const countSent = (tally: Tally, signal: Signal) => {
+  if (typeof signal === "string" && signal in tally) tally[signal as keyof Tally] += 1
 }
 
 /** One group under a stop: its target, its members as last found, and what was sent to it. */
@@ -277,7 +278,7 @@ const earliestMark = (groups: ReadonlyArray<Group>) => {
 const makeSignals = (table: ProcessTable["Type"]) => {
   const send = (group: Group, target: number, signal: Signal) =>
     Effect.map(table.signal(target, signal), (accepted) => {
-      if (accepted) countSent(group, signal)
+      if (accepted) countSent(group.sent, signal)
     })
 
   /**
