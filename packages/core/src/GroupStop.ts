@@ -16,7 +16,6 @@ import type { ContainmentBackend } from "./Shell.js"
 import type { StopTarget as StopTargetSchema } from "./internal/watcherMessage.js"
 import type { Group, Membership } from "./internal/membership.js"
 import type { ProcessInfo, Signal } from "./ProcessTable.js"
-import * as Cgroup from "./internal/cgroup.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
@@ -55,19 +54,19 @@ export type SentAtOnce = ReadonlyMap<number, ReadonlySet<number>>
  * The first signal and SIGCONT to a cgroup target's own group, before the
  * stop proper scans anything, so the command is already going while the
  * stop looks for the rest. Only for a caller that holds the group's leader
- * unreaped: then no other process can have taken its id. The cgroup's
- * listing, read first (with `read`, as from a file kept open), says who got
- * it; with none, nothing is sent.
+ * unreaped: then no other process can have taken its id. `listed`, the
+ * cgroup's own listing read just before (a nested corral's cells below it
+ * hold other groups, which the stop signals by pid anyway), says who got
+ * it; with no one listed, nothing is sent.
  */
 export const signalAtOnce = (
   table: ProcessTable["Type"],
   target: StopTarget,
-  signal: Signal = "SIGTERM",
-  read?: Cgroup.Read
+  signal: Signal,
+  listed: ReadonlyArray<number>
 ): Effect.Effect<ReadonlySet<number> | undefined> =>
   Effect.suspend(() => {
-    // the cell's own listing: a nested corral's cells below it hold other groups, which the stop signals by pid anyway
-    const pids = target.cgroup === undefined ? [] : Cgroup.ownProcs(target.cgroup, read)
+    const pids = target.cgroup === undefined ? [] : listed
     if (pids.length === 0) return Effect.succeed(undefined)
     return Effect.flatMap(table.signal(-target.pgid, signal), (accepted) =>
       accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))

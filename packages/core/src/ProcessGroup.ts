@@ -211,10 +211,12 @@ interface StopState {
   readonly run: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
   /** Done once the group holds what a stop must reach: its command, not only the command's init. None where it always does. */
   readonly ready: Effect.Effect<void> | undefined
-  /** Puts the leader in its cgroup now, if it is not there yet (see `joiner`). */
-  readonly join: () => void
-  /** The first signal to the group before the stop proper begins, where that is safe (`GroupStop.signalAtOnce`); whom it reached. */
-  readonly signalAtOnce: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
+  /**
+   * Puts the leader in its cgroup now, if it is not there yet (see
+   * `joiner`), then sends the first signal to the group, where that is safe
+   * (`GroupStop.signalAtOnce`): whom it reached, if it sent it.
+   */
+  readonly begin: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
   /** Its leader's exit, and its pipes closing: after these the group may have emptied (see `wakeOnAll`). */
   readonly exited: Effect.Effect<unknown>
   readonly closed: Effect.Effect<void>
@@ -530,19 +532,38 @@ const drained = (closed: Deferred.Deferred<void>) =>
  * blocked the supervisor 0.7 ms here (median, 5 ms at worst under load) when
  * every start did it in its next macrotask. That macrotask now only opens
  * the cell's listing, kept for the shell's life: the stop reads it just
- * before its first signal, in one syscall, not three. A terminal's leader
- * is still moved then: the pty package reaps it whenever it likes, so later
- * its pid may be another's.
+ * before its first signal, in one syscall, not three, and that reading is
+ * the one the first signal is sent on. A terminal's leader is still moved
+ * then: the pty package reaps it whenever it likes, so later its pid may be
+ * another's.
+ *
+ * The join returns the cell's own listing with the leader in it, once, and
+ * only while the leader is our unreaped child: then its group id is still
+ * ours to signal (see `GroupStop.signalAtOnce`).
  */
-const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | undefined): (() => void) => {
+const joiner = (
+  cell: Cell,
+  leader: Leader,
+  tty: boolean,
+  listing: KeptFiles | undefined
+): (() => ReadonlyArray<number> | undefined) => {
   const dir = cell.cgroup
-  if (dir === undefined || listing === undefined) return () => {}
+  if (dir === undefined || listing === undefined) return () => undefined
+  const list = () => Cgroup.ownProcs(dir, listing.readOr)
   let joined = false
   const join = () => {
-    if (joined) return
+    if (joined) return undefined
     joined = true
-    if (tty || leader.held() && !Cgroup.ownProcs(dir, listing.readOr).includes(leader.pid)) Cgroup.join(dir, leader.pid)
-    if (tty) Cgroup.ownProcs(dir, listing.readOr)
+    if (tty) {
+      Cgroup.join(dir, leader.pid)
+      list()
+      return undefined
+    }
+    if (!leader.held()) return undefined
+    const listed = list()
+    if (listed.includes(leader.pid)) return listed
+    Cgroup.join(dir, leader.pid)
+    return list()
   }
   setImmediate(tty ? join : () => Cgroup.ownProcs(dir, listing.readOr))
   return join
@@ -703,10 +724,14 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     phase: { _tag: "NotAsked" },
     run: containment.stop,
     grace: limits.grace,
-    join,
     ready,
-    signalAtOnce: (signal) =>
-      Effect.suspend(() => leader.held() ? GroupStop.signalAtOnce(table, group.target, signal, listing?.readOr) : Effect.succeed(undefined)),
+    begin: (signal) =>
+      Effect.suspend(() => {
+        const listed = join()
+        return ready === undefined && listed !== undefined
+          ? GroupStop.signalAtOnce(table, group.target, signal, listed)
+          : Effect.succeed(undefined)
+      }),
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),
     onLeaderExit: leader.onExit,
@@ -758,8 +783,7 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
       const state = group[StopStateId]
       const report = Deferred.unsafeMake<StopReport>(FiberId.none)
       state.phase = { _tag: "Stopping", report }
-      state.join()
-      const reached = state.ready === undefined ? yield* state.signalAtOnce(options?.signal ?? "SIGTERM") : undefined
+      const reached = yield* state.begin(options?.signal ?? "SIGTERM")
       claimed.push({ group, report, reached })
     }
     const settle = ({ group, report }: Claimed, exit: Exit.Exit<StopReport>) => {
