@@ -561,6 +561,27 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
       expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
     }).pipe(Effect.provide(firstLookLayer(reads))))
 
+  it.scopedLive("a group of many ends in the look too: read at its leader's exit and as its members die, its pipes' close among them; no process is read", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const group = yield* ProcessGroup.spawn({ command: `for i in $(seq 20); do sleep 6${token} & done; wait` })
+      yield* waitUntil("the 20 sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 20)
+      reads.count = 0
+      const report = yield* group.stop()
+      expect(reads.count, "processes read by the stop").toBe(0)
+      expect(report).toMatchObject({
+        signals: { SIGTERM: 1, SIGCONT: 1, SIGKILL: 0 },
+        escalated: false,
+        members: 21,
+        survivors: [],
+        escaped: []
+      })
+      // the stop ended with the group, not at the look's end (a quarter into the 4 s grace)
+      expect(report.durationMs, JSON.stringify(report)).toBeLessThan(1_000)
+      expect(marked(token)).toEqual([])
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
   it.scopedLive("with a grace too long for a timer, the look waits for the leader's exit alone: no timer fires at once, and Node warns of none", () =>
     Effect.gen(function*() {
       const token = newToken()

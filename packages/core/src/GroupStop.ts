@@ -83,20 +83,30 @@ export interface ReachedGroup {
   readonly onLeaderExit: (f: () => void) => () => void
   /** Whether the group's cgroup says it holds no process any more (`populated 0`); false where it cannot be read. */
   readonly emptied: () => boolean
+  /** Whether the target's process group still has a process (signal 0, which sends nothing; a zombie counts): false once it is gone. */
+  readonly groupAlive: Effect.Effect<boolean>
+  /** How many processes the cgroup itself lists (zombies have left it). */
+  readonly listed: () => number
+  /** Done once every holder of the group's output pipes has closed them: its members that kept them are gone. */
+  readonly closed: Effect.Effect<void>
 }
 
 /**
  * The first look at groups `signalAtOnce` reached: one read of each
  * cgroup's `populated` at once (the signals went out first; of many
  * groups, the first ones are often gone by then, and where one is not, the
- * file is open for the next read), then one at its leader's exit. A group
- * found empty has its report (`done`) then. The look ends when every group
- * is empty or its leader has exited, or `resolveAfter` into the grace, as
- * a stop reads the members it assumed reached (an escaper in the cell is
- * one); the rest then get the stop proper, whose grace has run from the
- * signal all the same. An obedient command's stop thus ends at its
- * leader's exit, without a fiber of its own, a scan or a poll: they cost a
- * stop of one `sleep` 0.4 ms of CPU here.
+ * file is open for the next read), another at its leader's exit, then more
+ * while its members are dying of the signal (`lookWhileDying`). A group
+ * found empty has its report (`done`) then. One that is not dying any
+ * more, yet not empty, is left to the stop proper: what is left is outside
+ * its process group (an escaper, which did not get the signal), or
+ * outlives the signal. The look ends when no group is left to look at, or
+ * `resolveAfter` into the grace, as a stop reads the members it assumed
+ * reached; the rest then get the stop proper, whose grace has run from the
+ * signal all the same. An obedient command's stop thus ends without a
+ * fiber of its own or a scan: a group of 50 `sleep`s looked at by the stop
+ * proper's scans took three times the CPU of opencode's `kill(-pgid, 0)`
+ * loop, from the processes that were ending.
  */
 export const firstLook = (
   groups: ReadonlyArray<ReachedGroup>,
@@ -104,34 +114,92 @@ export const firstLook = (
   done: (index: number, report: StopReport) => void
 ): Effect.Effect<void> =>
   Effect.clockWith((clock) => {
+    const age = () => clock.unsafeCurrentTimeMillis() - began
     const settled = (i: number) => {
       if (!groups[i]!.emptied()) return false
-      done(i, emptiedReport(groups[i]!, first, clock.unsafeCurrentTimeMillis() - began))
+      done(i, emptiedReport(groups[i]!, first, age()))
       return true
     }
     const waiting = groups.flatMap((_, i) => settled(i) ? [] : [i])
-    return waiting.length === 0 ? Effect.void : Effect.async<void>((resume) => {
-      let left = waiting.length
-      const end = () => {
-        clearTimeout(timer)
-        cancels.forEach((cancel) => cancel())
-      }
-      const wait = Math.max(0, began + resolveAfter(grace) - clock.unsafeCurrentTimeMillis())
-      // a grace too long for a timer (an infinite one) leaves the look to the leaders' exits
-      const timer = wait > MAX_TIMER_MS ? undefined : setTimeout(() => {
+    const until = resolveAfter(grace)
+    return waiting.length === 0 ? Effect.void : Effect.flatMap(
+      awaitLeaders(groups, waiting, until - age(), settled),
+      (exited) => lookWhileDying(groups, exited, until, age, settled)
+    )
+  })
+
+/**
+ * Waits until the leaders of `waiting` have exited, or for `wait` ms;
+ * reads each group at its leader's exit. The groups that `settled` did not
+ * find empty then.
+ */
+const awaitLeaders = (groups: ReadonlyArray<ReachedGroup>, waiting: ReadonlyArray<number>, wait: number, settled: (i: number) => boolean) =>
+  Effect.async<ReadonlyArray<number>>((resume) => {
+    const exited: Array<number> = []
+    let left = waiting.length
+    const end = () => {
+      clearTimeout(timer)
+      cancels.forEach((cancel) => cancel())
+    }
+    // a grace too long for a timer (an infinite one) leaves the look to the leaders' exits
+    const timer = wait > MAX_TIMER_MS ? undefined : setTimeout(() => {
+      end()
+      resume(Effect.succeed([]))
+    }, Math.max(0, wait))
+    const cancels = waiting.map((i) =>
+      groups[i]!.onLeaderExit(() => {
+        if (!settled(i)) exited.push(i)
+        if (--left > 0) return
         end()
-        resume(Effect.void)
-      }, wait)
-      const cancels = waiting.map((i) =>
-        groups[i]!.onLeaderExit(() => {
-          settled(i)
-          if (--left > 0) return
-          end()
-          resume(Effect.void)
-        })
-      )
-      return Effect.sync(end)
+        resume(Effect.succeed(exited))
+      })
+    )
+    return Effect.sync(end)
+  })
+
+/** A group whose leader has exited: how many its cell listed when last read, and when that number last changed (ms into the stop). */
+interface Dying {
+  readonly index: number
+  listed: number
+  changedAt: number
+}
+
+/**
+ * Reads each group again, until `until` ms into the stop, while it is
+ * dying: its process group lives on (signal 0), and its cell's listing
+ * changed within `STEADY_MS` (where PID 1 keeps zombies, a dead member
+ * keeps its group's id in use). Read at once when its pipes close (the
+ * members that held them are gone then), and at pauses as the stop
+ * proper's (see `pausesFor`), which catch members that closed them.
+ */
+const lookWhileDying = (
+  groups: ReadonlyArray<ReachedGroup>,
+  exited: ReadonlyArray<number>,
+  until: number,
+  age: () => number,
+  settled: (i: number) => boolean
+) =>
+  Effect.suspend(() => {
+    const wake = makeWake(exited.map((i) => groups[i]!.closed))
+    const stillDying = (group: Dying) =>
+      settled(group.index) ? Effect.succeed(false) : Effect.map(groups[group.index]!.groupAlive, (alive) => {
+        const listed = groups[group.index]!.listed()
+        if (listed !== group.listed) {
+          group.listed = listed
+          group.changedAt = age()
+        }
+        return alive && age() - group.changedAt < STEADY_MS
+      })
+    const look = Effect.gen(function*() {
+      let dying = exited.map((index): Dying => ({ index, listed: -1, changedAt: 0 }))
+      while (dying.length > 0 && age() < until) {
+        dying = yield* Effect.filter(dying, stillDying)
+        if (dying.length === 0) return
+        const [shortest, longest] = pausesFor(wake)
+        yield* wake.pause(Math.min(until - age(), longest, Math.max(shortest, Math.floor(age() / 4))))
+      }
     })
+    return Effect.ensuring(look, wake.close)
   })
 
 /** The report of a group its first signal emptied: all it got was that signal and SIGCONT. */
@@ -369,6 +437,9 @@ const isAnyAlive = (run: Run) => run.membership.groups.some((g) => g.live.length
 
 const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
+/** The shortest and the longest pause between two checks (ms): longer while a wake event is still to come. */
+const pausesFor = (wake: Wake) => wake.expecting() ? [MIN_PAUSE_AWAITING_EVENT_MS, MAX_PAUSE_AWAITING_EVENT_MS] : [1, MAX_PAUSE_MS]
+
 /** Pauses of a stop, each ended early by the next of its wake events; `close` stops listening for them. */
 interface Wake {
   readonly pause: (ms: number) => Effect.Effect<void>
@@ -458,7 +529,7 @@ const pollUntilEmpty = (
       yield* observe(run)
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(run) || now >= deadline) return
-      const [shortest, longest] = run.wake.expecting() ? [MIN_PAUSE_AWAITING_EVENT_MS, MAX_PAUSE_AWAITING_EVENT_MS] : [1, MAX_PAUSE_MS]
+      const [shortest, longest] = pausesFor(run.wake)
       const pause = Math.max(Math.min(longest, Math.max(shortest, Math.floor((now - from) / 4))), now - checkStarted)
       yield* run.wake.pause(Math.min(pause, deadline - now))
     }

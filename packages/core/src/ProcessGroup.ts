@@ -224,6 +224,9 @@ interface StopState {
   readonly onLeaderExit: (f: () => void) => () => void
   /** Whether the group's cell holds no process any more: only a cgroup can say so. */
   readonly emptied: () => boolean
+  /** Whether the leader's process group still has a process, and how many its cell lists (see `GroupStop.firstLook`). */
+  readonly groupAlive: Effect.Effect<boolean>
+  readonly listed: () => number
   /** The grace of a stop that names none (`Limits`). */
   readonly grace: Duration.DurationInput
 }
@@ -735,7 +738,10 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),
     onLeaderExit: leader.onExit,
-    emptied: () => cell.cgroup !== undefined && Cgroup.unpopulated(cell.cgroup, listing?.readOr)
+    emptied: () => cell.cgroup !== undefined && Cgroup.unpopulated(cell.cgroup, listing?.readOr),
+    // signal 0 sends nothing: a group id taken again by another process only makes the look go on
+    groupAlive: table.signal(-pid, 0),
+    listed: () => cell.cgroup === undefined ? 0 : Cgroup.ownProcs(cell.cgroup, listing?.readOr).length
   }
   const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
@@ -794,8 +800,8 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
     const grace = Duration.toMillis(options?.grace ?? groups[0]?.[StopStateId].grace ?? 0)
     const firstLook = looked.length === 0 ? Effect.void : GroupStop.firstLook(
       looked.map(({ group, reached }) => {
-        const { emptied, onLeaderExit } = group[StopStateId]
-        return { target: group.target, reached: reached!, onLeaderExit, emptied }
+        const { closed, emptied, groupAlive, listed, onLeaderExit } = group[StopStateId]
+        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed }
       }),
       { first: options?.signal ?? "SIGTERM", began, grace },
       (i, report) => settle(looked[i]!, Exit.succeed(report))
