@@ -582,6 +582,27 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
       expect(marked(token)).toEqual([])
     }).pipe(Effect.provide(firstLookLayer(reads))))
 
+  it.scopedLive("a caller interrupted while its group dies of the signal returns at once; the stop goes on to its end and a later stop gets its report", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      // the leader ends of the signal; its member handles it by forking forever, so the look goes on watching it
+      const member = `trap 'while :; do sleep 0.002; done' TERM; while :; do sleep 0.05; done`
+      const group = yield* ProcessGroup.spawn({ command: `sh -c "${member}" & wait`, env: { CORRAL_TEST_TOKEN: token } })
+      yield* waitUntil("the member's loop", () => marked(token).some((pid) => commOf(pid) === "sleep"))
+      const caller = yield* Effect.fork(group.stop({ grace: Duration.seconds(1) }))
+      // past the leader's exit, while the member forks on
+      yield* Effect.sleep(100)
+      expect(yield* group.stopReport, "the stop was over before the interrupt").toEqual(Option.none())
+      const interrupted = Date.now()
+      yield* Fiber.interrupt(caller)
+      expect(Date.now() - interrupted, "the interrupted caller's return (ms)").toBeLessThan(100)
+      const report = yield* group.stop()
+      expect(report).toMatchObject({ escalated: true, survivors: [] })
+      expect(report.durationMs, JSON.stringify(report)).toBeGreaterThanOrEqual(1_000)
+      yield* staysEmpty(token)
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
   it.scopedLive("with a grace too long for a timer, the look waits for the leader's exit alone: no timer fires at once, and Node warns of none", () =>
     Effect.gen(function*() {
       const token = newToken()

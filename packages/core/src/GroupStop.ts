@@ -170,7 +170,7 @@ interface Dying {
  * changed within `STEADY_MS` (where PID 1 keeps zombies, a dead member
  * keeps its group's id in use). Read at once when its pipes close (the
  * members that held them are gone then), and at pauses as the stop
- * proper's (see `pausesFor`), which catch members that closed them.
+ * proper's (see `pauseAt`), which catch members that closed them.
  */
 const lookWhileDying = (
   groups: ReadonlyArray<ReachedGroup>,
@@ -195,8 +195,7 @@ const lookWhileDying = (
       while (dying.length > 0 && age() < until) {
         dying = yield* Effect.filter(dying, stillDying)
         if (dying.length === 0) return
-        const [shortest, longest] = pausesFor(wake)
-        yield* wake.pause(Math.min(until - age(), longest, Math.max(shortest, Math.floor(age() / 4))))
+        yield* wake.pause(Math.min(until - age(), pauseAt(wake, age())))
       }
     })
     return Effect.ensuring(look, wake.close)
@@ -437,8 +436,11 @@ const isAnyAlive = (run: Run) => run.membership.groups.some((g) => g.live.length
 
 const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
-/** The shortest and the longest pause between two checks (ms): longer while a wake event is still to come. */
-const pausesFor = (wake: Wake) => wake.expecting() ? [MIN_PAUSE_AWAITING_EVENT_MS, MAX_PAUSE_AWAITING_EVENT_MS] : [1, MAX_PAUSE_MS]
+/** The pause before the next check, `age` ms into a phase (see `pollUntilEmpty`): a quarter of it, within bounds that are wider while a wake event is still to come. */
+const pauseAt = (wake: Wake, age: number) => {
+  const [shortest, longest] = wake.expecting() ? [MIN_PAUSE_AWAITING_EVENT_MS, MAX_PAUSE_AWAITING_EVENT_MS] : [1, MAX_PAUSE_MS]
+  return Math.min(longest, Math.max(shortest, Math.floor(age / 4)))
+}
 
 /** Pauses of a stop, each ended early by the next of its wake events; `close` stops listening for them. */
 interface Wake {
@@ -529,8 +531,7 @@ const pollUntilEmpty = (
       yield* observe(run)
       const now = yield* Clock.currentTimeMillis
       if (!isAnyAlive(run) || now >= deadline) return
-      const [shortest, longest] = pausesFor(run.wake)
-      const pause = Math.max(Math.min(longest, Math.max(shortest, Math.floor((now - from) / 4))), now - checkStarted)
+      const pause = Math.max(pauseAt(run.wake, now - from), now - checkStarted)
       yield* run.wake.pause(Math.min(pause, deadline - now))
     }
   })

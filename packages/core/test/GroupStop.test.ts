@@ -675,3 +675,39 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
       expect(report).toMatchObject({ escalated: true, escaped: [5002], survivors: [] })
     }))
 })
+
+describe("GroupStop.firstLook", () => {
+  // A group whose leader has exited and whose cell keeps changing: the look watches it until a quarter into the grace.
+  // The group is a stand-in (its cgroup is never read here): what is tested is the look's own waiting.
+  it.live("a caller interrupted while the look watches a dying group returns at once, and the look stops reading it", () =>
+    Effect.gen(function*() {
+      let readings = 0
+      const settled: Array<number> = []
+      const closed = yield* Deferred.make<void>()
+      const dying: GroupStop.ReachedGroup = {
+        target: { ...target, cgroup: "/nonexistent/corral-look" },
+        reached: new Set([5000, 5001]),
+        onLeaderExit: (f) => {
+          const later = setImmediate(f)
+          return () => clearImmediate(later)
+        },
+        emptied: () => false,
+        groupAlive: Effect.succeed(true),
+        // a new count at each reading: still dying
+        listed: () => ++readings,
+        closed: Deferred.await(closed)
+      }
+      const look = yield* Effect.fork(
+        GroupStop.firstLook([dying], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
+      )
+      yield* Effect.sleep(Duration.millis(60))
+      expect(readings, "the look read the group as it died").toBeGreaterThan(1)
+      const interruptedAt = Date.now()
+      yield* Fiber.interrupt(look)
+      expect(Date.now() - interruptedAt, "the interrupted look's return (ms)").toBeLessThan(100)
+      const atInterrupt = readings
+      yield* Effect.sleep(Duration.millis(40))
+      expect(readings, "readings after the interrupt").toBe(atInterrupt)
+      expect(settled).toEqual([])
+    }))
+})
