@@ -94,8 +94,8 @@ export interface ReachedGroup {
 /**
  * The first look at groups `signalAtOnce` reached: one read of each
  * cgroup's `populated` at once (the signals went out first; of many
- * groups, the first ones are often gone by then, and where one is not, the
- * file is open for the next read), another at its leader's exit, then more
+ * groups, the first ones are often gone by then; the file was opened at
+ * the start, see `ProcessGroup`'s joiner), another at its leader's exit, then more
  * while its members are dying of the signal (`lookWhileDying`). A group
  * found empty has its report (`done`) then. One that is not dying any
  * more, yet not empty, is left to the stop proper: what is left is outside

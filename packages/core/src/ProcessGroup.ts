@@ -534,9 +534,9 @@ const drained = (closed: Deferred.Deferred<void>) =>
  * or died). Moving a process takes the kernel's cgroup write lock, which
  * blocked the supervisor 0.7 ms here (median, 5 ms at worst under load) when
  * every start did it in its next macrotask. That macrotask now only opens
- * the cell's listing, kept for the shell's life: the stop reads it just
- * before its first signal, in one syscall, not three, and that reading is
- * the one the first signal is sent on. A terminal's leader is still moved
+ * the cell's listing and its `cgroup.events`, kept for the shell's life:
+ * the stop reads the listing just before its first signal, in one syscall,
+ * not three, and that reading is the one the first signal is sent on. A terminal's leader is still moved
  * then: the pty package reaps it whenever it likes, so later its pid may be
  * another's.
  *
@@ -568,7 +568,13 @@ const joiner = (
     Cgroup.join(dir, leader.pid)
     return list()
   }
-  setImmediate(tty ? join : () => Cgroup.ownProcs(dir, listing.readOr))
+  // both files the stop reads first are opened here, off the stop's path: opening a cgroup file while
+  // the group dies waits for its exit (200 opens of `cgroup.events` took 50 ms of a 200-shell shutdown)
+  setImmediate(() => {
+    if (tty) join()
+    else Cgroup.ownProcs(dir, listing.readOr)
+    Cgroup.unpopulated(dir, listing.readOr)
+  })
   return join
 }
 
