@@ -306,6 +306,30 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           }).pipe(Effect.provide(layerFor(backend))))
       }
 
+      if (backend === "cgroup") {
+        it.scopedLive("a stop at once after the spawn, before the wrapper joined its cell, moves no process and leaves nothing", () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            yield* Effect.addFinalizer(() => killMarked(token))
+            const moves = yield* countCgroupMoves
+            let outside = 0
+            for (let i = 0; i < 8; i++) {
+              // half the commands ignore SIGTERM once they run: a wrapper that joined and exec'd before the
+              // signal makes the stop escalate, one that had not dies of the signal with nothing started
+              const command = i % 2 === 0 ? ["sleep", `6${token}`] : `trap '' TERM; sleep 6${token} & wait`
+              const group = yield* ProcessGroup.spawn({ command })
+              if (!Cgroup.ownProcs(group.target.cgroup!).includes(group.pid)) outside++
+              const report = yield* group.stop({ grace: Duration.millis(500) })
+              expect(report.survivors, `stop ${i}: ${JSON.stringify(report)}`).toEqual([])
+              if (report.escalated) expect(report.killed, `stop ${i}: ${JSON.stringify(report)}`).toBeGreaterThan(0)
+              expect(marked(token), `stop ${i}`).toEqual([])
+            }
+            expect(outside, "stops that found the wrapper outside its cell").toBeGreaterThan(0)
+            expect(moves()).toEqual([])
+            yield* staysEmpty(token)
+          }).pipe(Effect.provide(layerFor(backend))))
+      }
+
       it.scopedLive("stops what an escaper forks after the first scan and then leaves behind: its session is the shell's", () =>
         Effect.gen(function*() {
           const token = newToken()
@@ -340,7 +364,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           for (let i = 0; i < 5; i++) {
             const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
             // under pidns the init forks the command a moment after the spawn: a TERM before that would miss it;
-            // under cgroup the wrapper may not have joined the cell yet: the stop moves the leader there first
+            // under cgroup the wrapper may not have joined the cell yet: the group signal reaches it all the same
             const report = yield* group.stop({ grace: Duration.seconds(5) })
             expect(report.escalated, `stop ${i}`).toBe(false)
             expect(marked(token)).toEqual([])

@@ -212,11 +212,13 @@ interface StopState {
   /** Done once the group holds what a stop must reach: its command, not only the command's init. None where it always does. */
   readonly ready: Effect.Effect<void> | undefined
   /**
-   * Puts the leader in its cgroup now, if it is not there yet (see
-   * `joiner`), then sends the first signal to the group, where that is safe
-   * (`GroupStop.signalAtOnce`): whom it reached, if it sent it.
+   * Reads whom the leader's cell holds (see `joiner`), then sends the first
+   * signal to the group, where that is safe (`GroupStop.signalAtOnce`):
+   * whom it reached, if it sent it.
    */
   readonly begin: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
+  /** Before the stop proper: a leader that was outside its cell at the beginning is in it now, or gone (see `joiner`). */
+  readonly moveIn: () => void
   /** Its leader's exit, and its pipes closing: after these the group may have emptied (see `wakeOnAll`). */
   readonly exited: Effect.Effect<unknown>
   readonly closed: Effect.Effect<void>
@@ -524,58 +526,76 @@ const drained = (closed: Deferred.Deferred<void>) =>
   Effect.flatMap(Deferred.isDone(closed), (done) =>
     done ? Effect.void : Deferred.await(closed).pipe(Effect.interruptible, Effect.timeout(Duration.millis(200)), Effect.ignore))
 
+/** How a stop makes sure of the leader's cell (see `joiner`). */
+interface Joiner {
+  /** At the stop's beginning, once: whom the cell holds, the leader counted in; undefined where the first signal may not go to the group. */
+  readonly listing: () => ReadonlyArray<number> | undefined
+  /** Whether the leader was outside its cell at the beginning and is still our unreaped child: the cell's emptiness says nothing then. */
+  readonly outside: () => boolean
+  /** Before the stop proper, which reads only the cell: moves a leader still outside into it. */
+  readonly moveIn: () => void
+}
+
 /**
- * How to make sure the leader is in its cgroup: a stop's beginning calls it
- * first, as membership by cgroup is exact only once the leader is in. The
- * wrapper joins as its first instruction, once it is scheduled; a pipe
- * leader is moved from outside only where it has not yet (a stop at once
- * after the start), and only while it is our unreaped child, whose pid
- * cannot be another's (once it is not, the wrapper joined before its exec,
- * or died). Moving a process takes the kernel's cgroup write lock, which
- * blocked the supervisor 0.7 ms here (median, 5 ms at worst under load) when
- * every start did it in its next macrotask. That macrotask now only opens
- * the cell's listing and its `cgroup.events`, kept for the shell's life:
- * the stop reads the listing just before its first signal, in one syscall,
- * not three, and that reading is the one the first signal is sent on. A terminal's leader is still moved
- * then: the pty package reaps it whenever it likes, so later its pid may be
- * another's.
+ * How to make sure of the leader's cgroup: membership by cgroup is exact
+ * only once the leader is in. The wrapper joins as its first instruction,
+ * once it is scheduled, then execs the command; until then the leader is
+ * the wrapper alone, which has forked nothing. So a stop that finds the
+ * leader outside (a stop at once after the start) signals its group all
+ * the same, counts it among those reached, and trusts the cell's emptiness
+ * only after the leader's exit; the leader is moved in from outside only if
+ * the stop proper comes to read the cell while the leader still lives and
+ * has not joined. Moving a process takes the kernel's cgroup write lock:
+ * 0.7 ms here (5 ms at worst under load) when every start did it in its
+ * next macrotask, and 1.5 ms (median) on the path of a stop at once after
+ * the start, where half the bench's single stops found the wrapper not
+ * joined yet. That macrotask only opens the cell's listing and its
+ * `cgroup.events`, kept for the shell's life: the stop reads the listing
+ * just before its first signal, in one syscall, and that reading is the one
+ * the first signal is sent on; the first look reads `cgroup.events` at once
+ * after it, then one `pread` too (a `sleep`'s stop: 2.30 ms before, 2.14
+ * after, medians of 8 alternating runs). A terminal's leader is moved in
+ * that macrotask: the pty package reaps it whenever it likes, so later its
+ * pid may be another's.
  *
- * The join returns the cell's own listing with the leader in it, once, and
- * only while the leader is our unreaped child: then its group id is still
- * ours to signal (see `GroupStop.signalAtOnce`).
+ * The listing is given once, and only while the leader is our unreaped
+ * child: then its group id is still ours to signal (see
+ * `GroupStop.signalAtOnce`).
  */
-const joiner = (
-  cell: Cell,
-  leader: Leader,
-  tty: boolean,
-  listing: KeptFiles | undefined
-): (() => ReadonlyArray<number> | undefined) => {
+const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | undefined): Joiner => {
   const dir = cell.cgroup
-  if (dir === undefined || listing === undefined) return () => undefined
+  if (dir === undefined || listing === undefined) return { listing: () => undefined, outside: () => false, moveIn: () => {} }
   const list = () => Cgroup.ownProcs(dir, listing.readOr)
-  let joined = false
-  const join = () => {
-    if (joined) return undefined
-    joined = true
-    if (tty) {
-      Cgroup.join(dir, leader.pid)
-      list()
-      return undefined
-    }
-    if (!leader.held()) return undefined
-    const listed = list()
-    if (listed.includes(leader.pid)) return listed
-    Cgroup.join(dir, leader.pid)
-    return list()
+  let asked = false
+  let outside = false
+  let ttyMoved = false
+  // in that macrotask, or at a stop's beginning if the stop comes first
+  const moveTty = () => {
+    if (tty && !ttyMoved) Cgroup.join(dir, leader.pid)
+    ttyMoved = true
   }
-  // both files the stop reads first are opened here, off the stop's path: opening a cgroup file while
-  // the group dies waits for its exit (200 opens of `cgroup.events` took 50 ms of a 200-shell shutdown)
+  const moveIn = () => {
+    if (outside && leader.held() && !list().includes(leader.pid)) Cgroup.join(dir, leader.pid)
+    outside = false
+  }
   setImmediate(() => {
-    if (tty) join()
-    else Cgroup.ownProcs(dir, listing.readOr)
+    moveTty()
+    list()
     Cgroup.unpopulated(dir, listing.readOr)
   })
-  return join
+  return {
+    listing: () => {
+      moveTty()
+      if (asked || tty || !leader.held()) return undefined
+      asked = true
+      const listed = list()
+      if (listed.includes(leader.pid)) return listed
+      outside = true
+      return [...listed, leader.pid]
+    },
+    outside: () => outside && leader.held(),
+    moveIn
+  }
 }
 
 const startTimeOf = (table: ProcessTable["Type"], pid: number) =>
@@ -736,15 +756,16 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     ready,
     begin: (signal) =>
       Effect.suspend(() => {
-        const listed = join()
+        const listed = join.listing()
         return ready === undefined && listed !== undefined
           ? GroupStop.signalAtOnce(table, group.target, signal, listed)
           : Effect.succeed(undefined)
       }),
+    moveIn: join.moveIn,
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),
     onLeaderExit: leader.onExit,
-    emptied: () => cell.cgroup !== undefined && Cgroup.unpopulated(cell.cgroup, listing?.readOr),
+    emptied: () => cell.cgroup !== undefined && !join.outside() && Cgroup.unpopulated(cell.cgroup, listing?.readOr),
     // signal 0 sends nothing: a group id taken again by another process only makes the look go on
     groupAlive: table.signal(-pid, 0),
     listed: () => cell.cgroup === undefined ? 0 : Cgroup.ownProcs(cell.cgroup, listing?.readOr).length
@@ -837,7 +858,8 @@ const stopProper = (
     sentAtOnce,
     began: waits.length === 0 ? began : undefined
   })
-  const stop = waits.length === 0 ? run : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), run)
+  const inCells = Effect.zipRight(Effect.sync(() => groups.forEach((g) => g[StopStateId].moveIn())), run)
+  const stop = waits.length === 0 ? inCells : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), inCells)
   return Effect.flatMap(Effect.exit(stop), (exit) => Effect.sync(() => claimed.forEach((c, i) => settle(c, Exit.map(exit, (reports) => reports[i]!)))))
 }
 
