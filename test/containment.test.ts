@@ -312,19 +312,21 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             const token = newToken()
             yield* Effect.addFinalizer(() => killMarked(token))
             const moves = yield* countCgroupMoves
+            // the wrapper (sh) imports 30000 variables before its join: 70-90 ms here in which the stop comes
+            const env = Object.fromEntries(Array.from({ length: 30_000 }, (_, i) => [`CORRAL_TEST_V${i}`, "x".repeat(16)]))
             let outside = 0
             for (let i = 0; i < 8; i++) {
               // half the commands ignore SIGTERM once they run: a wrapper that joined and exec'd before the
               // signal makes the stop escalate, one that had not dies of the signal with nothing started
               const command = i % 2 === 0 ? ["sleep", `6${token}`] : `trap '' TERM; sleep 6${token} & wait`
-              const group = yield* ProcessGroup.spawn({ command })
+              const group = yield* ProcessGroup.spawn({ command, env })
               if (!Cgroup.ownProcs(group.target.cgroup!).includes(group.pid)) outside++
               const report = yield* group.stop({ grace: Duration.millis(500) })
               expect(report.survivors, `stop ${i}: ${JSON.stringify(report)}`).toEqual([])
               if (report.escalated) expect(report.killed, `stop ${i}: ${JSON.stringify(report)}`).toBeGreaterThan(0)
               expect(marked(token), `stop ${i}`).toEqual([])
             }
-            expect(outside, "stops that found the wrapper outside its cell").toBeGreaterThan(0)
+            expect(outside, "stops that found the wrapper outside its cell").toBeGreaterThanOrEqual(6)
             expect(moves()).toEqual([])
             yield* staysEmpty(token)
           }).pipe(Effect.provide(layerFor(backend))))
