@@ -180,7 +180,7 @@ const lookWhileDying = (
   settled: (i: number) => boolean
 ) =>
   Effect.suspend(() => {
-    const wake = makeWake(exited.map((i) => groups[i]!.closed))
+    const wake = makeWake(exited.map((i) => groups[i]!.closed), age)
     const stillDying = (group: Dying) =>
       settled(group.index) ? Effect.succeed(false) : Effect.map(groups[group.index]!.groupAlive, (alive) => {
         const listed = groups[group.index]!.listed()
@@ -290,8 +290,8 @@ export const makeStop = (table: ProcessTable["Type"], limits: LimitsShape) =>
 
 /** The stop's sequence, over the members as `membership` finds them. */
 const stopMembers = (membership: Membership, limits: LimitsShape, options: StopOptions | undefined) =>
-  Effect.suspend(() => {
-    const wake = makeWake(options?.wakeOn ?? [])
+  Effect.clockWith((clock) => {
+    const wake = makeWake(options?.wakeOn ?? [], () => clock.unsafeCurrentTimeMillis())
     return Effect.ensuring(stopWith(membership, limits, wake, options), wake.close)
   })
 
@@ -436,10 +436,19 @@ const isAnyAlive = (run: Run) => run.membership.groups.some((g) => g.live.length
 
 const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
-/** The pause before the next check, `age` ms into a phase (see `pollUntilEmpty`): a quarter of it, within bounds that are wider while a wake event is still to come. */
+/**
+ * The pause before the next check, `age` ms into a phase (see
+ * `pollUntilEmpty`): a quarter of the time since the phase began or since
+ * the last wake event, whichever is later, within bounds that are wider
+ * while a wake event is still to come. The pipes close as their last
+ * holder exits, a moment before the kernel takes it out of its cgroup: the
+ * check they wake can find it still there, and then the next comes 1 ms
+ * later, not a quarter of the phase's age (7 ms, 30 ms into a stop of 50
+ * processes).
+ */
 const pauseAt = (wake: Wake, age: number) => {
   const [shortest, longest] = wake.expecting() ? [MIN_PAUSE_AWAITING_EVENT_MS, MAX_PAUSE_AWAITING_EVENT_MS] : [1, MAX_PAUSE_MS]
-  return Math.min(longest, Math.max(shortest, Math.floor(age / 4)))
+  return Math.min(longest, Math.max(shortest, Math.floor(Math.min(age, wake.sinceEvent()) / 4)))
 }
 
 /** Pauses of a stop, each ended early by the next of its wake events; `close` stops listening for them. */
@@ -447,6 +456,8 @@ interface Wake {
   readonly pause: (ms: number) => Effect.Effect<void>
   /** Whether an event is still to come, to end a pause early. */
   readonly expecting: () => boolean
+  /** ms since the last event, infinite before the first. */
+  readonly sinceEvent: () => number
   readonly close: Effect.Effect<void>
 }
 
@@ -459,12 +470,14 @@ interface Wake {
  * cost three to five times the CPU, which a stop of many dying processes
  * takes from them.
  */
-const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
+const makeWake = (events: ReadonlyArray<Effect.Effect<void>>, now: () => number): Wake => {
   let missed = false
   let unfired = events.length
+  let firedAt = -Infinity
   let endPause: (() => void) | undefined
   const fire = () => {
     unfired -= 1
+    firedAt = now()
     if (endPause === undefined) missed = true
     else endPause()
   }
@@ -494,13 +507,14 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>): Wake => {
           timer.addObserver(end)
         }))
     )
-  return { pause, expecting: () => unfired > 0, close: Effect.suspend(() => listeners === undefined ? Effect.void : Fiber.interruptAllAs(listeners, FiberId.none)) }
+  return { pause, expecting: () => unfired > 0, sinceEvent: () => now() - firedAt, close: Effect.suspend(() => listeners === undefined ? Effect.void : Fiber.interruptAllAs(listeners, FiberId.none)) }
 }
 
 /**
  * Re-reads the known members after pauses that grow with the phase (begun
- * at `since`, by default now): a quarter of its age, at least 1 ms and at
- * most 10 ms (and never shorter than a check took). A fast exit is seen
+ * at `since`, by default now): a quarter of its age, or of the time since
+ * the last wake event where that is shorter, at least 1 ms and at most
+ * 10 ms (and never shorter than a check took). A fast exit is seen
  * fast, a slow one within a quarter of its own time, and a stubborn group
  * is not spun on. While a wake event is still to come (the leader's exit,
  * its pipes closing), the polls only catch what the events miss, and

@@ -196,6 +196,22 @@ describe("GroupStop: wake events", () => {
       yield* Fiber.interrupt(fiber)
     }))
 
+  it.effect("after the last event, a check that still finds members is followed 1 ms later, not a quarter of the stop's age later", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], limits: { grace: Duration.seconds(3) } })
+      const event = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(t.stopOne({ wakeOn: [Deferred.await(event)] }))
+      yield* TestClock.adjust(1000)
+      // the pipes close as their last holder exits, a moment before the kernel has it gone
+      yield* Deferred.succeed(event, undefined)
+      yield* TestClock.adjust(0)
+      expect(yield* isDone(fiber)).toBe(false)
+      yield* vanish(t.script, -5000)
+      yield* TestClock.adjust(1)
+      expect(yield* isDone(fiber), "the stop waited a quarter of its age past the event").toBe(true)
+      expect((yield* Fiber.join(fiber)).durationMs).toBe(1001)
+    }))
+
   it.effect("stops listening for its events when it ends", () =>
     Effect.gen(function*() {
       const listening = yield* Ref.make(false)
@@ -677,6 +693,43 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
 })
 
 describe("GroupStop.firstLook", () => {
+  it.effect("reads a dying group 1 ms after its pipes closed, then at pauses that grow from then", () =>
+    Effect.gen(function*() {
+      let empty = false
+      let readings = 0
+      const settled: Array<number> = []
+      const closed = yield* Deferred.make<void>()
+      const dying: GroupStop.ReachedGroup = {
+        target: { ...target, cgroup: "/nonexistent/corral-look" },
+        reached: new Set([5000, 5001]),
+        onLeaderExit: (f) => {
+          const later = setImmediate(f)
+          return () => clearImmediate(later)
+        },
+        emptied: () => empty,
+        groupAlive: Effect.succeed(true),
+        // a new count at each reading: still dying
+        listed: () => ++readings,
+        closed: Deferred.await(closed)
+      }
+      const look = yield* Effect.fork(
+        GroupStop.firstLook([dying], { first: "SIGTERM", began: 0, grace: 4_000 }, (i) => settled.push(i))
+      )
+      // the leader's exit, a real turn of the event loop later
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      yield* TestClock.adjust(200)
+      yield* Deferred.succeed(closed, undefined)
+      yield* TestClock.adjust(0)
+      const atClose = readings
+      expect(atClose, "a reading at the close").toBeGreaterThan(0)
+      expect(settled).toEqual([])
+      empty = true
+      yield* TestClock.adjust(1)
+      expect(settled, "settled 1 ms after the close").toEqual([0])
+      yield* Fiber.join(look)
+    }))
+
+
   // A group whose leader has exited and whose cell keeps changing: the look watches it until a quarter into the grace.
   // The group is a stand-in (its cgroup is never read here): what is tested is the look's own waiting.
   it.live("a caller interrupted while the look watches a dying group returns at once, and the look stops reading it", () =>
