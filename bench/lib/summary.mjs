@@ -133,6 +133,18 @@ const targets = [
       verdict(r.ratio <= 3 && r.corral.clean, `${r.ratio}x (${r.corral.median} ms against ${byId.get(r.ratioTo).corral.median} ms)${r.corral.clean ? "" : ", not clean"}`)
   },
   {
+    match: (id) => id === "output.read.256k.tail50",
+    text: "a full ring's last 50 lines within 3x a direct tail of the same bytes (the bare `OutputBuffer.tail(50)`; the `bash_output` call beside it)",
+    needsRatio: true,
+    check: (r) => {
+      const direct = r.peers["lower-bound"].median
+      const buffer = r.corral.bufferMicros?.median
+      if (buffer === undefined) return verdict(false, "the bare buffer was not measured")
+      const ratio = round(buffer / direct)
+      return verdict(ratio <= 3, `${ratio}x (${buffer} µs against ${direct} µs); through \`bash_output\` ${r.corral.median} µs, ${r.ratio}x`)
+    }
+  },
+  {
     match: (id) => id === "start.cli",
     text: "median within 3x `node -e 0` in the same run, peak RSS at most 60 MB",
     check: (r) => {
