@@ -438,25 +438,26 @@ const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
 /**
  * The pause before the next check, `age` ms into a phase (see
- * `pollUntilEmpty`): a quarter of the time since the phase began or since
- * the last wake event, whichever is later, within bounds that are wider
- * while a wake event is still to come. The pipes close as their last
- * holder exits, a moment before the kernel takes it out of its cgroup: the
- * check they wake can find it still there, and then the next comes 1 ms
+ * `pollUntilEmpty`): a quarter of it, within bounds that are wider while a
+ * wake event is still to come. Once the last has come, a quarter of the
+ * time since then where that is shorter: the pipes close as their last
+ * holder exits, a moment before the kernel takes it out of its cgroup, so
+ * the check they wake can find it still there, and the next comes 1 ms
  * later, not a quarter of the phase's age (7 ms, 30 ms into a stop of 50
- * processes).
+ * processes). An earlier event does not shorten them: the leader's exit
+ * comes first of a thousand members SIGKILLed, which take 0.6 s to end.
  */
-const pauseAt = (wake: Wake, age: number) => {
-  const [shortest, longest] = wake.expecting() ? [MIN_PAUSE_AWAITING_EVENT_MS, MAX_PAUSE_AWAITING_EVENT_MS] : [1, MAX_PAUSE_MS]
-  return Math.min(longest, Math.max(shortest, Math.floor(Math.min(age, wake.sinceEvent()) / 4)))
-}
+const pauseAt = (wake: Wake, age: number) =>
+  wake.expecting()
+    ? Math.min(MAX_PAUSE_AWAITING_EVENT_MS, Math.max(MIN_PAUSE_AWAITING_EVENT_MS, Math.floor(age / 4)))
+    : Math.min(MAX_PAUSE_MS, Math.max(1, Math.floor(Math.min(age, wake.sinceEvent()) / 4)))
 
 /** Pauses of a stop, each ended early by the next of its wake events; `close` stops listening for them. */
 interface Wake {
   readonly pause: (ms: number) => Effect.Effect<void>
   /** Whether an event is still to come, to end a pause early. */
   readonly expecting: () => boolean
-  /** ms since the last event, infinite before the first. */
+  /** ms since the last event came, infinite before the first. */
   readonly sinceEvent: () => number
   readonly close: Effect.Effect<void>
 }
@@ -513,8 +514,8 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>, now: () => number)
 /**
  * Re-reads the known members after pauses that grow with the phase (begun
  * at `since`, by default now): a quarter of its age, or of the time since
- * the last wake event where that is shorter, at least 1 ms and at most
- * 10 ms (and never shorter than a check took). A fast exit is seen
+ * the last wake event came where that is shorter, at least 1 ms and at
+ * most 10 ms (and never shorter than a check took). A fast exit is seen
  * fast, a slow one within a quarter of its own time, and a stubborn group
  * is not spun on. While a wake event is still to come (the leader's exit,
  * its pipes closing), the polls only catch what the events miss, and

@@ -212,6 +212,25 @@ describe("GroupStop: wake events", () => {
       expect((yield* Fiber.join(fiber)).durationMs).toBe(1001)
     }))
 
+  it.effect("an event while another is still to come leaves the pauses as long: the leader's exit comes first of a thousand members dying", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ table: [leader, worker], limits: { grace: Duration.seconds(3) } })
+      const [exit, closed] = [yield* Deferred.make<void>(), yield* Deferred.make<void>()]
+      const fiber = yield* Effect.fork(t.stopOne({ wakeOn: [Deferred.await(exit), Deferred.await(closed)] }))
+      yield* TestClock.adjust(1000)
+      yield* Deferred.succeed(exit, undefined)
+      yield* TestClock.adjust(0)
+      const before = yield* t.rechecks
+      yield* TestClock.adjust(500)
+      // each check looks up both members; 5 ms pauses would make 100 checks
+      expect((yield* t.rechecks) - before, "a check every 50 ms").toBeLessThanOrEqual(2 * 11)
+      yield* Deferred.succeed(closed, undefined)
+      yield* TestClock.adjust(0)
+      yield* vanish(t.script, -5000)
+      yield* TestClock.adjust(1)
+      expect((yield* Fiber.join(fiber)).durationMs).toBe(1501)
+    }))
+
   it.effect("stops listening for its events when it ends", () =>
     Effect.gen(function*() {
       const listening = yield* Ref.make(false)
