@@ -14,7 +14,7 @@ import { OWNER, openRegistry, toolCaller } from "../lib/registry.mjs"
 
 const CAPACITY = 256 * 1024
 const PIPE_CHUNK = 64 * 1024
-/** Bare reads per sample: a tail is 500 times cheaper than a whole read, and 200 of them (4 ms) took one GC's or one tier-up's share apiece. */
+/** Bare reads per sample: a tail is 500 times cheaper than a whole read, and 200 tails (4 ms) are short enough for one GC to move a sample. */
 const ITERATIONS = { readAll: 200, tail50: 2000 }
 /** A tool call costs more than a bare read: fewer per sample keep a sample short. */
 const TOOL_ITERATIONS = 100
@@ -135,8 +135,7 @@ const rawReaders = {
 /**
  * µs per call of `read`, averaged over `iterations` calls, after a full GC:
  * a sample of the bare buffer follows a hundred tool calls in the same
- * process, and without it their garbage was collected in the buffer's
- * measurement (26 µs median against 8.5 µs in a loop of its own, session 13).
+ * process, whose garbage would otherwise be collected in it.
  */
 const meanMicros = async (read, iterations) => {
   globalThis.gc?.()
