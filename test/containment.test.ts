@@ -304,9 +304,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             expect(moves()).toEqual([])
             yield* staysEmpty(token)
           }).pipe(Effect.provide(layerFor(backend))))
-      }
 
-      if (backend === "cgroup") {
         it.scopedLive("a stop at once after the spawn, before the wrapper joined its cell, moves no process and leaves nothing", () =>
           Effect.gen(function*() {
             const token = newToken()

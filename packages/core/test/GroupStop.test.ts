@@ -711,6 +711,28 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
     }))
 })
 
+/**
+ * A stand-in for a group whose leader exits a real turn of the event loop
+ * after the look begins (its cgroup is never read): `listed` should count
+ * anew at each reading, so that the group is still dying.
+ */
+const dyingGroup = (
+  closed: Deferred.Deferred<void>,
+  emptied: () => boolean,
+  listed: () => number
+): GroupStop.ReachedGroup => ({
+  target: { ...target, cgroup: "/nonexistent/corral-look" },
+  reached: new Set([5000, 5001]),
+  onLeaderExit: (f) => {
+    const later = setImmediate(f)
+    return () => clearImmediate(later)
+  },
+  emptied,
+  groupAlive: Effect.succeed(true),
+  listed,
+  closed: Deferred.await(closed)
+})
+
 describe("GroupStop.firstLook", () => {
   it.effect("reads a dying group again 1 ms after the read its pipes' close started, not a quarter of its age later", () =>
     Effect.gen(function*() {
@@ -718,19 +740,7 @@ describe("GroupStop.firstLook", () => {
       let readings = 0
       const settled: Array<number> = []
       const closed = yield* Deferred.make<void>()
-      const dying: GroupStop.ReachedGroup = {
-        target: { ...target, cgroup: "/nonexistent/corral-look" },
-        reached: new Set([5000, 5001]),
-        onLeaderExit: (f) => {
-          const later = setImmediate(f)
-          return () => clearImmediate(later)
-        },
-        emptied: () => empty,
-        groupAlive: Effect.succeed(true),
-        // a new count at each reading: still dying
-        listed: () => ++readings,
-        closed: Deferred.await(closed)
-      }
+      const dying = dyingGroup(closed, () => empty, () => ++readings)
       const look = yield* Effect.fork(
         GroupStop.firstLook([dying], { first: "SIGTERM", began: 0, grace: 4_000 }, (i) => settled.push(i))
       )
@@ -754,19 +764,7 @@ describe("GroupStop.firstLook", () => {
       let readings = 0
       const settled: Array<number> = []
       const closed = yield* Deferred.make<void>()
-      const dying: GroupStop.ReachedGroup = {
-        target: { ...target, cgroup: "/nonexistent/corral-look" },
-        reached: new Set([5000, 5001]),
-        onLeaderExit: (f) => {
-          const later = setImmediate(f)
-          return () => clearImmediate(later)
-        },
-        emptied: () => false,
-        groupAlive: Effect.succeed(true),
-        // a new count at each reading: still dying
-        listed: () => ++readings,
-        closed: Deferred.await(closed)
-      }
+      const dying = dyingGroup(closed, () => false, () => ++readings)
       const look = yield* Effect.fork(
         GroupStop.firstLook([dying], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
       )
