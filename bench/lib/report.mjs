@@ -224,7 +224,7 @@ const EXTRAS = [
   ["timeoutMs", "`timeout 10 true` (GNU coreutils) in the same rounds (ms, median (min–max))"],
   ["rssKiB", "Peak RSS of `corral run -- true` (KiB, worst run)"],
   ["nodeRssKiB", "Peak RSS of `node -e 0` (KiB, worst run)"],
-  ["bufferMicros", "The same read on a bare `OutputBuffer` (`readSince(0)`, `tail(50)`), without registry or tool, each sample the mean of 200 whole reads or 2000 tails after a full GC, as the lower bound's (µs, median (min–max))"]
+  ["bufferMicros", "The same read on a bare `OutputBuffer` (`readSince(0)`, `tail(50)`), without registry or tool, each sample the mean of 200 whole reads or 2000 tails after a full GC, as the lower bound's, timed inside one effect as the tool's calls are (µs, median (min–max))"]
 ]
 
 const extraValue = (v) => (typeof v === "object" ? `${num(v.median)} (${num(v.min)}–${num(v.max)})` : num(v))
