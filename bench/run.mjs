@@ -1,14 +1,17 @@
 #!/usr/bin/env node
 // corral and its peers, side by side, in one run.
 //
-//   npm run bench [-- --quick] [--only stop|registry|<id prefix>[,...]] [--impl a,b] [--runs N]
+//   npm run bench [-- --quick] [--only stop|registry|<id prefix>[,...]] [--impl a,b] [--runs N] [--rounds N]
 //
 // Each stop scenario also runs corral alone under the procScan containment
 // backend, as `<id>@procScan`; the plain id has corral under the default
 // (auto: cgroup v2 where it works).
 //
 // Every (scenario, implementation) batch runs in a worker inside a PID
-// namespace of its own (see lib/namespace.mjs). Results go to
+// namespace of its own (see lib/namespace.mjs). A scenario with more than one
+// implementation is measured in rounds: each round runs one batch of each in
+// turn, with a share of the runs, so a slow minute of this shared machine
+// falls on all of them, not on whichever ran then (ADR 30). Results go to
 // bench/results/latest.json, docs/benchmarks.md, docs/bench/*.svg and
 // bench/results/headline.md. With --only or --impl, the new figures replace
 // the same ids in the existing latest.json and the rest is kept.
@@ -27,13 +30,14 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const LATEST = path.join(ROOT, "bench", "results", "latest.json")
 const BATCH_TIMEOUT_MS = 180_000
 
-const usage = "usage: node bench/run.mjs [--quick] [--only stop|registry|<id prefix>[,...]] [--impl a,b] [--runs N]"
+const usage = "usage: node bench/run.mjs [--quick] [--only stop|registry|<id prefix>[,...]] [--impl a,b] [--runs N] [--rounds N]"
 
 const options = {
   quick: { type: "boolean", default: false },
   only: { type: "string" },
   impl: { type: "string" },
   runs: { type: "string" },
+  rounds: { type: "string" },
   help: { type: "boolean", default: false }
 }
 
@@ -48,13 +52,17 @@ const parseOptions = () => {
     console.log(usage)
     process.exit(0)
   }
-  const runs = values.runs === undefined ? undefined : Number(values.runs)
-  if (runs !== undefined && !(Number.isInteger(runs) && runs > 0)) fail(`--runs must be a positive integer, got "${values.runs}"`)
+  const [runs, rounds] = ["runs", "rounds"].map((name) => {
+    const n = values[name] === undefined ? undefined : Number(values[name])
+    if (n !== undefined && !(Number.isInteger(n) && n > 0)) fail(`--${name} must be a positive integer, got "${values[name]}"`)
+    return n
+  })
   return {
     quick: values.quick,
     only: values.only?.split(",").filter(Boolean),
     impls: values.impl?.split(",").filter(Boolean),
-    runs
+    runs,
+    rounds
   }
 }
 
@@ -108,6 +116,12 @@ const failureText = (message) => {
   return thrown === undefined ? first : `${first}: ${thrown}`
 }
 
+/** Rounds of a scenario: where it has more than one implementation, `DEFAULT_ROUNDS` of a full run, one of a quick run. */
+const DEFAULT_ROUNDS = 3
+
+/** The runs of round `round` of `rounds`: as even a share of `runs` as can be, never none. */
+const shareOf = (runs, rounds, round) => Math.floor((runs * (round + 1)) / rounds) - Math.floor((runs * round) / rounds)
+
 const runScenario = async ({ scenario, impls }, options) => {
   const result = {
     id: scenario.id,
@@ -119,28 +133,40 @@ const runScenario = async ({ scenario, impls }, options) => {
   }
   if (scenario.grace !== undefined) result.grace = scenario.grace
   const runs = options.runs ?? scenario.runs[options.quick ? "quick" : "full"]
-  for (const impl of impls) {
+  const measured = impls.filter((impl) => {
     const skipped = skipReason(scenario, impl, options.quick)
     if (skipped !== undefined) {
       ;(result.skipped ??= {})[impl] = skipped
       show(scenario.id, impl, skipped)
-      continue
     }
-    const began = performance.now()
-    try {
-      const { samples } = await runBatch({ id: scenario.id, impl, runs, quick: options.quick }, {
-        pid1: scenario.pid1,
-        timeoutMs: BATCH_TIMEOUT_MS
-      })
-      const figure = summarize(samples, scenario.extras)
-      if (impl === "corral") result.corral = figure
-      else result.peers[impl] = figure
-      const wall = ((performance.now() - began) / 1000).toFixed(1)
-      show(scenario.id, impl, `${figure.median} ${scenario.unit} (${figure.min}–${figure.max})${figure.clean ? "" : " NOT CLEAN"} [${wall} s]`)
-    } catch (error) {
-      ;(result.failed ??= {})[impl] = failureText(error.message)
-      show(scenario.id, impl, `FAILED\n${error.message}`)
+    return skipped === undefined
+  })
+  const rounds = Math.min(runs, measured.length < 2 ? 1 : options.rounds ?? (options.quick ? 1 : DEFAULT_ROUNDS))
+  const samples = new Map(measured.map((impl) => [impl, []]))
+  const wall = new Map(measured.map((impl) => [impl, 0]))
+  for (let round = 0; round < rounds; round++) {
+    // an implementation that failed, or hung (a finding, not a figure), is not run again; every other round
+    // runs them in the reverse order, so none is always first after another's batch
+    const order = round % 2 === 0 ? measured : [...measured].reverse()
+    for (const impl of order.filter((i) => samples.has(i) && !samples.get(i).some((s) => s.timedOut))) {
+      const began = performance.now()
+      try {
+        const batch = { id: scenario.id, impl, runs: shareOf(runs, rounds, round), quick: options.quick }
+        samples.get(impl).push(...(await runBatch(batch, { pid1: scenario.pid1, timeoutMs: BATCH_TIMEOUT_MS })).samples)
+        wall.set(impl, wall.get(impl) + performance.now() - began)
+      } catch (error) {
+        samples.delete(impl)
+        ;(result.failed ??= {})[impl] = failureText(error.message)
+        show(scenario.id, impl, `FAILED${round > 0 ? ` in round ${round + 1} of ${rounds}` : ""}\n${error.message}`)
+      }
     }
+  }
+  for (const [impl, measuredSamples] of samples) {
+    const figure = summarize(measuredSamples, scenario.extras)
+    if (impl === "corral") result.corral = figure
+    else result.peers[impl] = figure
+    const inRounds = rounds > 1 ? `, ${rounds} rounds` : ""
+    show(scenario.id, impl, `${figure.median} ${scenario.unit} (${figure.min}–${figure.max})${figure.clean ? "" : " NOT CLEAN"} [${(wall.get(impl) / 1000).toFixed(1)} s${inRounds}]`)
   }
   return result
 }

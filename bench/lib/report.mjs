@@ -269,7 +269,7 @@ export const renderMarkdown = (data, { command, wallSeconds }) =>
     ...FAMILIES.flatMap((f) => familySection(f, withBackends(data.results))),
     "## How it is measured",
     "",
-    "Every (scenario, implementation) batch runs in a worker process inside a PID namespace of its own (`unshare --pid --fork --mount-proc`), so nothing a run orphans can outlive the batch. Two kinds of PID 1:",
+    "Every (scenario, implementation) batch runs in a worker process inside a PID namespace of its own (`unshare --pid --fork --mount-proc`), so nothing a run orphans can outlive the batch. A scenario with more than one implementation runs in rounds (three in a full run, one in `--quick`; `--rounds N` sets it): each round runs one batch of every implementation in turn, with an even share of the runs, the order reversed every other round, and each implementation's samples of all rounds make its figure. This shared machine's speed moves by 10-40% within minutes, and one batch per implementation measured each at a different minute ([ADR 30](adr/0030-bench-in-rounds.md)). Two kinds of PID 1:",
     "",
     "- **zombie-init**: the worker (Node) is PID 1 of the namespace. libuv waits only for children Node spawned itself, so every orphan that dies stays a zombie, as under Node-as-PID-1 containers and on the machines corral is developed on. The zombies of a batch's earlier runs stay in the table for its later runs, as they would under such an init.",
     "- **reaping**: bash is PID 1 and runs the worker as its child (`bash -c '\"$@\"; exit $?'`). While waiting for it bash calls `waitpid(-1)`, which reaps adopted orphans too; this was checked before choosing it over installing tini.",
