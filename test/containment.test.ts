@@ -6,7 +6,7 @@
  * Every case runs under each backend this machine offers; where cgroup v2
  * is writable the cgroup backend must work, or the suite fails.
  */
-import { spawn, spawnSync } from "node:child_process"
+import { execFile, spawn, spawnSync } from "node:child_process"
 import { randomInt } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
@@ -219,6 +219,19 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           expect(report.containment).toBe(backend)
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
+
+      it.live("stops the shell of a program out of file descriptors: a cell or /proc it cannot open is never taken for empty", () => {
+        const token = newToken()
+        return Effect.gen(function*() {
+          const result = yield* runOutOfDescriptors(backend, token, `trap '' TERM; ${escaper(token)}`)
+          expect(result.containment).toBe(backend)
+          // the fixture held every descriptor its limit of 256 left it
+          expect(result.held).toBeGreaterThan(100)
+          expect(result.report, JSON.stringify(result.report)).toMatchObject({ containment: backend, escalated: true, survivors: [] })
+          expect(result.aliveAtReturn).toEqual([])
+          yield* staysEmpty(token)
+        }).pipe(Effect.ensuring(killMarked(token)))
+      })
 
       it.scopedLive("keeps no file open once its stops and member counts are over (each keeps the files it polls open while it runs)", () =>
         Effect.gen(function*() {
@@ -817,6 +830,18 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
  * good (loaded code, the runtime's own). Kept /proc files close in the
  * macrotask after a stop, hence the pauses.
  */
+const outOfDescriptors = fileURLToPath(new URL("./fixtures/stop-out-of-descriptors.mjs", import.meta.url))
+
+/** Runs `command` under `backend` in a process limited to 256 descriptors, and stops it with all of them taken (see the fixture). */
+const runOutOfDescriptors = (backend: Backend, token: string, command: string) =>
+  Effect.async<{ containment: Backend; held: number; report: Record<string, unknown>; aliveAtReturn: Array<number> }, Error>((resume) => {
+    const child = execFile("sh", ["-c", `ulimit -n 256 && exec "$0" "$@"`, process.execPath, outOfDescriptors, backend, token, command], { timeout: 20_000 }, (error, stdout, stderr) => {
+      if (error) return resume(Effect.fail(new Error(`the fixture failed: ${error.message}\n${stderr}`)))
+      resume(Effect.try({ try: () => JSON.parse(stdout.trim().split("\n").at(-1)!), catch: () => new Error(`the fixture printed no result: ${stdout}`) }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
 const expectNoDescriptorLeft = <E, R>(round: Effect.Effect<unknown, E, R>, repeats: number) =>
   Effect.gen(function*() {
     const openFiles = () => fs.readdirSync("/proc/self/fd").length

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import * as Descriptors from "./internal/descriptors.js"
 import { isGone } from "./internal/procStat.js"
 import * as ProcForeign from "./internal/procForeign.js"
 import * as ProcLinux from "./internal/procLinux.js"
@@ -151,6 +152,8 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
   static readonly layerLinuxWithoutDependencies: Layer.Layer<ProcessTable, never, OwnProcess> = Layer.scoped(
     ProcessTable,
     Effect.zipWith(OwnProcess, keptUptime, (own, uptime) => {
+      // held from the start, before the program can have run out of them
+      Descriptors.reserve()
       const level = ProcForeign.ourLevel()
       const signal = signaller(own)
       return level === undefined ? ownProc(signal, uptime) : foreignProc(ProcForeign.make(level), signal, uptime)

@@ -4,6 +4,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { withDescriptor } from "./descriptors.js"
 import { readSmall } from "./readSmall.js"
 
 /** The cgroup2 mount point, from `/proc/self/mountinfo` (pure v2, hybrid or elsewhere). */
@@ -55,7 +56,7 @@ const hasDescendants = (dir: string, read: Read): boolean => !/^nr_descendants 0
  */
 export const join = (dir: string, pid: number): boolean => {
   try {
-    fs.writeFileSync(path.join(dir, "cgroup.procs"), String(pid))
+    withDescriptor(() => fs.writeFileSync(path.join(dir, "cgroup.procs"), String(pid)))
     return true
   } catch {
     return awaitJoin(dir, pid)
@@ -89,7 +90,7 @@ export const unpopulated = (dir: string, read: Read = readOr): boolean => /^popu
 /** SIGKILLs everything in the cgroup and below, atomically against forks. False where `cgroup.kill` is missing (Linux < 5.14). */
 export const kill = (dir: string): boolean => {
   try {
-    fs.writeFileSync(path.join(dir, "cgroup.kill"), "1")
+    withDescriptor(() => fs.writeFileSync(path.join(dir, "cgroup.kill"), "1"))
     return true
   } catch {
     return false
@@ -136,7 +137,7 @@ export const removeStale = (dir: string, minAgeMs: number, now = Date.now()): bo
 
 export const subdirs = (dir: string): Array<string> => {
   try {
-    return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name))
+    return withDescriptor(() => fs.readdirSync(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name))
   } catch {
     return []
   }

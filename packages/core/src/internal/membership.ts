@@ -168,6 +168,8 @@ const makeWith = (
    */
   const cgroupMembers = (g: Group, dir: string) =>
     Effect.gen(function*() {
+      // a cell whose events cannot be read is not taken for empty: whom it was known to hold stands
+      if (!Cgroup.unpopulated(dir, read) && !Cgroup.populated(dir, read)) return g.live.length > 0 ? g.live : [...g.assumed].map((pid) => assumedMember(g.target, pid))
       for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir, read); reading++) {
         const tree = Cgroup.tree(dir, read)
         trees.set(dir, tree)
@@ -204,9 +206,19 @@ const makeWith = (
     Effect.map(kept.lookup(p.pid), Option.exists((now) => !isGone(now) && now.startTime === p.startTime))
   /** A cgroup's listing holds only its live members, ours whoever they are: one read for all of them, not one per member. */
   const relist = (g: Group, cgroup: string) => {
-    // a known member is in a cgroup the last full reading listed (or gone with it)
-    const present = new Set((trees.get(cgroup) ?? Cgroup.tree(cgroup, read)).flatMap((dir) => Cgroup.ownProcs(dir, read)))
+    // a known member is in a cgroup the last full reading listed (or gone with it); one unreadable leaves them all known
+    const listings = (trees.get(cgroup) ?? Cgroup.tree(cgroup, read)).map((dir) => listingOf(dir))
+    if (listings.includes(undefined)) return
+    const present = new Set(listings.flat())
     g.live = g.live.filter((p) => present.has(p.pid))
+  }
+  /** A cgroup's own pids; none for one removed; undefined where it cannot be read. */
+  const listingOf = (dir: string): ReadonlyArray<number> | undefined => {
+    try {
+      return Cgroup.ownProcs(dir, files.read)
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === "ENOENT" ? [] : undefined
+    }
   }
   /**
    * Groups whose cell `cgroup.kill` has struck: each of its members is
@@ -222,7 +234,7 @@ const makeWith = (
     if (cgroup === undefined) return Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
     return Effect.sync(() => {
       if (!struckWhole.has(g)) relist(g, cgroup)
-      else if (!Cgroup.populated(cgroup, read)) g.live = []
+      else if (Cgroup.unpopulated(cgroup, read)) g.live = []
     })
   }
   const recheck = Effect.forEach(groups, recheckGroup, { discard: true })

@@ -10,6 +10,7 @@
 import * as fs from "node:fs"
 import type { ProcessInfo } from "../ProcessTable.js"
 import { parseStat } from "./procStat.js"
+import { withDescriptor } from "./descriptors.js"
 
 const ids = (status: string, key: string): ReadonlyArray<number> =>
   new RegExp(`^${key}:\\s+(.*)$`, "m").exec(status)?.[1]?.trim().split(/\s+/).map(Number) ?? []
@@ -18,7 +19,7 @@ const field = (status: string, key: string): string | undefined => new RegExp(`^
 
 const readOr = (file: string): string | undefined => {
   try {
-    return fs.readFileSync(file, "latin1")
+    return withDescriptor(() => fs.readFileSync(file, "latin1"))
   } catch {
     return undefined
   }
@@ -80,7 +81,7 @@ export const make = (level: number) => {
   const namespace = namespaceOf("self") ?? ""
   let procOf = new Map<number, number>()
   const scanEntries = (): ReadonlyArray<Entry> => {
-    const procs = fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number)
+    const procs = withDescriptor(() => fs.readdirSync("/proc")).filter((name) => /^\d+$/.test(name)).map(Number)
     // a parent's id in our namespace, from its own NSpid: read once per scan
     const ours = new Map<number, number>()
     const ourPidOf = (proc: number): number => {

@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import type { ProcessInfo } from "../ProcessTable.js"
 import { parseStat } from "./procStat.js"
+import { withDescriptor } from "./descriptors.js"
 import { readSmall } from "./readSmall.js"
 import type { PidMark as PidMarkSchema } from "./watcherMessage.js"
 
@@ -65,7 +66,7 @@ export const scan = (since?: PidMark): ReadonlyArray<ProcessInfo> => {
   // those, not a listing of /proc, which costs ~0.5 µs per process on the host
   const few = older !== undefined && last >= since!.lastPid && last - since!.lastPid <= PROBE_MAX
   if (!few) {
-    const names = fs.readdirSync("/proc")
+    const names = withDescriptor(() => fs.readdirSync("/proc"))
     // read after the listing, so everything listed was handed out by then
     last = lastPidNow()
     for (const name of names) {

@@ -5,18 +5,20 @@
  * its allocation.
  */
 import * as fs from "node:fs"
+import { outOfDescriptors, withDescriptor } from "./descriptors.js"
 
 const scratch = Buffer.allocUnsafe(4096)
 
 /** The whole file as latin1 (growing past the buffer only for long files); throws as `openSync` does. */
-export const readSmall = (path: string): string => {
-  const fd = fs.openSync(path, "r")
-  try {
-    return readFrom(fd, null)
-  } finally {
-    fs.closeSync(fd)
-  }
-}
+export const readSmall = (path: string): string =>
+  withDescriptor(() => {
+    const fd = fs.openSync(path, "r")
+    try {
+      return readFrom(fd, null)
+    } finally {
+      fs.closeSync(fd)
+    }
+  })
 
 /** What an open file holds from `start` (or from where it stands, for `null`) to its end. */
 const readFrom = (fd: number, start: number | null): string => {
@@ -51,7 +53,9 @@ export const makeKeptFiles = (max: number) => {
     let fd = kept.get(path)
     if (fd === undefined) {
       if (kept.size >= max) return readSmall(path)
-      fd = fs.openSync(path, "r")
+      fd = openToKeep(path)
+      // out of descriptors: read once, through the reserve, and keep nothing
+      if (fd === undefined) return readSmall(path)
       kept.set(path, fd)
     }
     try {
@@ -69,6 +73,16 @@ export const makeKeptFiles = (max: number) => {
     }
   }
   return { read, readOr, close: () => [...kept.keys()].forEach(forget) }
+}
+
+/** The file opened, or undefined where no descriptor is left (a kept file must not hold one of the reserve's). */
+const openToKeep = (path: string): number | undefined => {
+  try {
+    return fs.openSync(path, "r")
+  } catch (error) {
+    if (outOfDescriptors(error)) return undefined
+    throw error
+  }
 }
 
 export type KeptFiles = ReturnType<typeof makeKeptFiles>
