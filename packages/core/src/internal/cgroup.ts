@@ -81,11 +81,17 @@ const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
   return false
 }
 
+/** Whether any live process is in the cgroup or below, as its `cgroup.events` says; undefined where that cannot be read. */
+export const populatedOf = (dir: string, read: Read = readOr): boolean | undefined => {
+  const events = read(path.join(dir, "cgroup.events"))
+  return /^populated 1$/m.test(events) ? true : /^populated 0$/m.test(events) ? false : undefined
+}
+
 /** Whether any live process is in the cgroup or below; false once it is gone. */
-export const populated = (dir: string, read: Read = readOr): boolean => /^populated 1$/m.test(read(path.join(dir, "cgroup.events")))
+export const populated = (dir: string, read: Read = readOr): boolean => populatedOf(dir, read) === true
 
 /** Whether the cgroup says it holds no process, here or below: false where it cannot be read, unlike `!populated`. */
-export const unpopulated = (dir: string, read: Read = readOr): boolean => /^populated 0$/m.test(read(path.join(dir, "cgroup.events")))
+export const unpopulated = (dir: string, read: Read = readOr): boolean => populatedOf(dir, read) === false
 
 /** SIGKILLs everything in the cgroup and below, atomically against forks. False where `cgroup.kill` is missing (Linux < 5.14). */
 export const kill = (dir: string): boolean => {

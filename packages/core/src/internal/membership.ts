@@ -164,13 +164,15 @@ const makeWith = (
    * A member listed may die before it is read, and the child it forked first
    * was not listed (a pid hopper): so the kernel's `populated` flag, not an
    * empty reading, says a cgroup is empty, and a reading that found no one
-   * while it is set is taken again.
+   * while it is set is taken again. Nor is a cell whose events cannot be
+   * read taken for empty: whom it was known to hold stands.
    */
   const cgroupMembers = (g: Group, dir: string) =>
     Effect.gen(function*() {
-      // a cell whose events cannot be read is not taken for empty: whom it was known to hold stands
-      if (!Cgroup.unpopulated(dir, read) && !Cgroup.populated(dir, read)) return g.live.length > 0 ? g.live : [...g.assumed].map((pid) => assumedMember(g.target, pid))
-      for (let reading = 0; reading < MAX_CGROUP_READINGS && Cgroup.populated(dir, read); reading++) {
+      for (let reading = 0; reading < MAX_CGROUP_READINGS; reading++) {
+        const populated = Cgroup.populatedOf(dir, read)
+        if (populated === undefined) return g.live.length > 0 ? g.live : [...g.assumed].map((pid) => assumedMember(g.target, pid))
+        if (!populated) return []
         const tree = Cgroup.tree(dir, read)
         trees.set(dir, tree)
         const pids = tree.flatMap((cgroup) => Cgroup.ownProcs(cgroup, read))
