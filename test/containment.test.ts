@@ -229,6 +229,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           expect(result.held).toBeGreaterThan(100)
           expect(result.report, JSON.stringify(result.report)).toMatchObject({ containment: backend, escalated: true, survivors: [] })
           expect(result.aliveAtReturn).toEqual([])
+          // a start then has no descriptor for its pipes, and says so
+          expect(result.refused).toMatch(/no file descriptor left for the command's pipes \(EMFILE: `ulimit -n` is reached\): close some files or raise the limit$/)
           yield* staysEmpty(token)
         }).pipe(Effect.ensuring(killMarked(token)))
       })
@@ -834,7 +836,7 @@ const outOfDescriptors = fileURLToPath(new URL("./fixtures/stop-out-of-descripto
 
 /** Runs `command` under `backend` in a process limited to 256 descriptors, and stops it with all of them taken (see the fixture). */
 const runOutOfDescriptors = (backend: Backend, token: string, command: string) =>
-  Effect.async<{ containment: Backend; held: number; report: Record<string, unknown>; aliveAtReturn: Array<number> }, Error>((resume) => {
+  Effect.async<{ containment: Backend; held: number; refused: string; report: Record<string, unknown>; aliveAtReturn: Array<number> }, Error>((resume) => {
     const child = execFile("sh", ["-c", `ulimit -n 256 && exec "$0" "$@"`, process.execPath, outOfDescriptors, backend, token, command], { timeout: 20_000 }, (error, stdout, stderr) => {
       if (error) return resume(Effect.fail(new Error(`the fixture failed: ${error.message}\n${stderr}`)))
       resume(Effect.try({ try: () => JSON.parse(stdout.trim().split("\n").at(-1)!), catch: () => new Error(`the fixture printed no result: ${stdout}`) }))
