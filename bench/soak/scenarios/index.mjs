@@ -16,6 +16,7 @@ import invalidUtf8 from "./invalid-utf8.mjs"
 import jobControl from "./job-control.mjs"
 import nestedCorral from "./nested-corral.mjs"
 import obedient from "./obedient.mjs"
+import outDescriptors from "./out-of-descriptors.mjs"
 import outputFlood from "./output-flood.mjs"
 import pipeHolder from "./pipe-holder.mjs"
 import setsidEscaper from "./setsid-escaper.mjs"
@@ -40,6 +41,7 @@ export const scenarios = [
   nestedCorral,
   interruptedStop,
   corralRunSigkill,
+  outDescriptors,
   outputFlood,
   invalidUtf8,
   shellCap,
