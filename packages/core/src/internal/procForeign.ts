@@ -9,8 +9,8 @@
  */
 import * as fs from "node:fs"
 import type { ProcessInfo } from "../ProcessTable.js"
-import { parseStat } from "./procStat.js"
 import { withDescriptor } from "./descriptors.js"
+import { parseStat } from "./procStat.js"
 
 const ids = (status: string, key: string): ReadonlyArray<number> =>
   new RegExp(`^${key}:\\s+(.*)$`, "m").exec(status)?.[1]?.trim().split(/\s+/).map(Number) ?? []
