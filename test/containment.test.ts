@@ -826,12 +826,6 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
     }).pipe(Effect.provide(layerFor("cgroup"))))
 })
 
-/**
- * Runs `round` once, then again and `repeats` more times (`repeatN`), and expects as many open
- * descriptors after as after the first: that one opens what stays open for
- * good (loaded code, the runtime's own). Kept /proc files close in the
- * macrotask after a stop, hence the pauses.
- */
 const outOfDescriptors = fileURLToPath(new URL("./fixtures/stop-out-of-descriptors.mjs", import.meta.url))
 
 /** Runs `command` under `backend` in a process limited to 256 descriptors, and stops it with all of them taken (see the fixture). */
@@ -844,6 +838,12 @@ const runOutOfDescriptors = (backend: Backend, token: string, command: string) =
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
+/**
+ * Runs `round` once, then again and `repeats` more times (`repeatN`), and expects as many open
+ * descriptors after as after the first: that one opens what stays open for
+ * good (loaded code, the runtime's own). Kept /proc files close in the
+ * macrotask after a stop, hence the pauses.
+ */
 const expectNoDescriptorLeft = <E, R>(round: Effect.Effect<unknown, E, R>, repeats: number) =>
   Effect.gen(function*() {
     const openFiles = () => fs.readdirSync("/proc/self/fd").length

@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import type { ProcessInfo } from "../ProcessTable.js"
-import { parseStat } from "./procStat.js"
 import { withDescriptor } from "./descriptors.js"
+import { parseStat } from "./procStat.js"
 import { readSmall } from "./readSmall.js"
 import type { PidMark as PidMarkSchema } from "./watcherMessage.js"
 
