@@ -21,6 +21,7 @@ import {
   provideTickingRegistry,
   realSleep,
   recordEvents,
+  retentionTimers,
   taggedProcesses,
   ticking,
   timerAt
@@ -200,6 +201,7 @@ describe("events", () => {
       yield* ticking(registry.kill(killed.id, { owner }))
       yield* timerAt(outlived.startedAt + Duration.toMillis(lifetime))
       yield* ticking(Effect.zipRight(advanceTo(outlived.startedAt + Duration.toMillis(lifetime)), awaitEvent(first, outlived.id, "Killed")))
+      yield* retentionTimers(first.flatMap((e) => (e._tag === "Exited" || e._tag === "Killed" ? [e.info] : [])), retention)
       yield* TestClock.adjust(retention)
       for (const shell of [exits, killed, outlived]) yield* awaitEvent(first, shell.id, "Dropped")
       yield* awaitEvent(viaEvents, outlived.id, "Dropped")
@@ -226,7 +228,8 @@ describe("ids", () => {
       const seen = yield* recordEvents(registry)
       const firsts = yield* Effect.forEach([1, 2, 3], () => registry.start(quick, { owner }))
       expect(firsts.map((s) => s.id)).toEqual(["s1", "s2", "s3"])
-      for (const shell of firsts) yield* awaitEvent(seen, shell.id, "Exited")
+      const exited = yield* Effect.forEach(firsts, (shell) => awaitEvent(seen, shell.id, "Exited"))
+      yield* retentionTimers(exited.map((e) => e.info), retention)
       yield* TestClock.adjust(retention)
       for (const shell of firsts) yield* awaitEvent(seen, shell.id, "Dropped")
       expect(yield* registry.list).toEqual([])
