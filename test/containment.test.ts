@@ -98,11 +98,18 @@ const commOf = (pid: number) => {
 /** Whether a `sleep` carrying the token runs: the command got past its traps (wrappers carry the token too). */
 const sleeping = (token: string) => marked(token).some((pid) => commOf(pid) === "sleep")
 
+/**
+ * How long a test waits for the world to get somewhere: seconds on a busy
+ * host (five hops took over 5 s with the suite and three busy loops on two
+ * cores), and still inside the test's own 30 s.
+ */
+const PATIENCE_MS = 20_000
+
 /** Waits until the hopper has hopped a few times: distinct `sh` pids carrying the token. */
 const hopping = (token: string) =>
   Effect.gen(function*() {
     const seen = new Set<number>()
-    const until = Date.now() + 5_000
+    const until = Date.now() + PATIENCE_MS
     while (seen.size < 5) {
       if (Date.now() > until) return yield* Effect.dieMessage("the hopper never hopped")
       for (const pid of marked(token)) if (commOf(pid) === "sh") seen.add(pid)
@@ -149,7 +156,7 @@ const staysEmpty = (token: string, ms = 300) =>
     }
   })
 
-const waitUntil = (what: string, check: () => boolean, ms = 5_000) =>
+const waitUntil = (what: string, check: () => boolean, ms = PATIENCE_MS) =>
   Effect.gen(function*() {
     const until = Date.now() + ms
     while (!check()) {

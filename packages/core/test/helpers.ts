@@ -102,8 +102,11 @@ export const sessionOf = (sid: number) => kernelProcesses().filter((p) => p.sid 
 // ---------------------------------------------------------------------------
 // Waiting on the real world, with a bound
 
-/** Polls `check` until it returns a value, failing after `timeoutMs`. */
-export const waitFor = <A>(what: string, check: () => A | undefined, timeoutMs = 5_000) =>
+/**
+ * Polls `check` until it returns a value, failing after `timeoutMs`: long
+ * enough for a busy host, inside the tests' own 30 s.
+ */
+export const waitFor = <A>(what: string, check: () => A | undefined, timeoutMs = 20_000) =>
   Effect.gen(function*() {
     const until = Date.now() + timeoutMs
     for (;;) {
