@@ -71,9 +71,14 @@ const layerFor = (backend: Backend) =>
 /** A token no other process carries: each test's processes have it in their argv. */
 const newToken = () => `${randomInt(100_000, 999_999)}`
 
-/** Live processes whose argv or environment holds the token. */
+/**
+ * Live processes whose argv or environment holds the token. Newest first:
+ * on a busy host a walk of the namespace's /proc takes longer than a hop
+ * or a `sleep 0.05` lives, and read last, the process looked for was gone
+ * by then (five hops went unseen for 20 s with four busy loops on two cores).
+ */
 const marked = (token: string): Array<number> =>
-  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
+  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).sort((a, b) => b - a).filter((pid) => {
     if (pid === process.pid) return false
     try {
       const stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1")
