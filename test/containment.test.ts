@@ -105,8 +105,8 @@ const sleeping = (token: string) => marked(token).some((pid) => commOf(pid) === 
 
 /**
  * How long a test waits for the world to get somewhere: seconds on a busy
- * host (five hops took over 5 s with the suite and three busy loops on two
- * cores), and still inside the test's own 30 s.
+ * host (with the suite and three busy loops on two cores, five hops went
+ * unseen for over 5 s), and still inside the test's own 30 s.
  */
 const PATIENCE_MS = 20_000
 
