@@ -685,6 +685,39 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
     }
   })
 
+  it.scopedLive("the kernel tells when a cell empties: at its last member's exit, at once for one empty already, never where it cannot be watched; no watch outlives its wait", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(cgroupHome(), "corral-test-hint-"))),
+        (dir) => Effect.sync(() => Cgroup.remove(dir))
+      )
+      const member = yield* Effect.acquireRelease(
+        Effect.sync(() => spawn("sh", ["-c", `echo $$ > ${dir}/cgroup.procs && exec sleep 60`], { stdio: "ignore" })),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      yield* waitUntil("the member in its cell", () => Cgroup.ownProcs(dir).includes(member.pid!))
+      let told = 0
+      const cancel = Cgroup.onUnpopulated(dir, () => told++)
+      expect(inotifyWatches(), "watches while the cell is populated").toBe(1)
+      yield* Effect.sleep(50)
+      expect(told, "told while the member lives").toBe(0)
+      member.kill("SIGTERM")
+      yield* waitUntil("the kernel's word", () => told > 0)
+      expect(Cgroup.unpopulated(dir)).toBe(true)
+      expect(inotifyWatches(), "watches once told").toBe(0)
+      cancel()
+      expect(told).toBe(1)
+
+      let toldAtOnce = 0
+      Cgroup.onUnpopulated(dir, () => toldAtOnce++)
+      expect(toldAtOnce, "an empty cell is told of at once").toBe(1)
+      let toldMissing = 0
+      const cancelMissing = Cgroup.onUnpopulated(path.join(dir, "missing"), () => toldMissing++)
+      cancelMissing()
+      expect(toldMissing, "a cell that cannot be watched is never told of").toBe(0)
+      expect(inotifyWatches(), "watches left").toBe(0)
+    }))
+
   it.scopedLive("a batch settles each group its signal emptied at that group's own leader's exit; a TERM-ignoring one goes on to the stop proper", () =>
     Effect.gen(function*() {
       const token = newToken()
@@ -879,6 +912,17 @@ const cgroupsOf = (pid: number): Array<string> => {
   const ns = /\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]
   return fs.readdirSync(cgroupHome()).filter((name) => name.startsWith(`corral-${process.getuid!()}-${ns}-${pid}-`))
 }
+
+/** How many inotify watches this process holds (fs.watch's), from its inotify descriptors' fdinfo. */
+const inotifyWatches = () =>
+  fs.readdirSync("/proc/self/fd").reduce((watches, fd) => {
+    try {
+      if (!fs.readlinkSync(`/proc/self/fd/${fd}`).includes("inotify")) return watches
+      return watches + fs.readFileSync(`/proc/self/fdinfo/${fd}`, "latin1").split("\n").filter((l) => l.startsWith("inotify wd:")).length
+    } catch {
+      return watches
+    }
+  }, 0)
 
 /** This process's own cgroup v2 directory, where a supervisor makes its parent cgroups. */
 const cgroupHome = () => {

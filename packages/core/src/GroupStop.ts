@@ -41,6 +41,12 @@ export interface StopOptions {
    * pipes closing). Each one ends the current pause early, once.
    */
   readonly wakeOn?: ReadonlyArray<Effect.Effect<void>> | undefined
+  /**
+   * Events that tell the group has likely emptied (its cgroup's
+   * `populated 0`): each ends the current pause early, but none is waited
+   * for, as a kernel may never send it; the pauses stay as without them.
+   */
+  readonly hints?: ReadonlyArray<Effect.Effect<void>> | undefined
   /** Groups `signalAtOnce` already reached, by group id: their members then are not signalled again. */
   readonly sentAtOnce?: SentAtOnce | undefined
   /** When the stop began (Clock millis), if before this call: as when `signalAtOnce` sent the first signal. The grace and each report's duration run from then. */
@@ -89,6 +95,8 @@ export interface ReachedGroup {
   readonly listed: () => number
   /** Done once every holder of the group's output pipes has closed them: its members that kept them are gone. */
   readonly closed: Effect.Effect<void>
+  /** Done once its cgroup says it is empty, where the kernel tells of that (see `StopOptions.hints`). */
+  readonly unpopulated: Effect.Effect<void>
 }
 
 /**
@@ -180,7 +188,7 @@ const lookWhileDying = (
   settled: (i: number) => boolean
 ) =>
   Effect.suspend(() => {
-    const wake = makeWake(exited.map((i) => groups[i]!.closed), age)
+    const wake = makeWake(exited.map((i) => groups[i]!.closed), age, exited.map((i) => groups[i]!.unpopulated))
     const stillDying = (group: Dying) =>
       settled(group.index) ? Effect.succeed(false) : Effect.map(groups[group.index]!.groupAlive, (alive) => {
         const listed = groups[group.index]!.listed()
@@ -291,7 +299,7 @@ export const makeStop = (table: ProcessTable["Type"], limits: LimitsShape) =>
 /** The stop's sequence, over the members as `membership` finds them. */
 const stopMembers = (membership: Membership, limits: LimitsShape, options: StopOptions | undefined) =>
   Effect.clockWith((clock) => {
-    const wake = makeWake(options?.wakeOn ?? [], () => clock.unsafeCurrentTimeMillis())
+    const wake = makeWake(options?.wakeOn ?? [], () => clock.unsafeCurrentTimeMillis(), options?.hints)
     return Effect.ensuring(stopWith(membership, limits, wake, options), wake.close)
   })
 
@@ -463,30 +471,35 @@ interface Wake {
 }
 
 /**
- * Sleeps for `ms`, or less if one of the events not yet seen happens first;
- * one that happened between pauses ends the next at once. A pause costs one
+ * Sleeps for `ms`, or less if one of the events (or hints) not yet seen
+ * happens first; one that happened between pauses ends the next at once.
+ * A hint only ends a pause: it is not counted as an event to come. A pause costs one
  * timer fiber: each event has one listener for the whole stop, started at
  * the first pause (a stop that ends at its first check starts none). Racing
  * the timer and every event anew at each pause forked a fiber per racer and
  * cost three to five times the CPU, which a stop of many dying processes
  * takes from them.
  */
-const makeWake = (events: ReadonlyArray<Effect.Effect<void>>, now: () => number): Wake => {
+const makeWake = (events: ReadonlyArray<Effect.Effect<void>>, now: () => number, hints: ReadonlyArray<Effect.Effect<void>> = []): Wake => {
   let missed = false
   let unfired = events.length
   let firedAt = -Infinity
   let endPause: (() => void) | undefined
-  const fire = () => {
-    unfired -= 1
-    firedAt = now()
+  const wakeUp = () => {
     if (endPause === undefined) missed = true
     else endPause()
   }
+  const fire = () => {
+    unfired -= 1
+    firedAt = now()
+    wakeUp()
+  }
+  const listened = [...events.map((event) => Effect.zipRight(event, Effect.sync(fire))), ...hints.map((hint) => Effect.zipRight(hint, Effect.sync(wakeUp)))]
   let listeners: ReadonlyArray<Fiber.RuntimeFiber<void>> | undefined
   const listen = Effect.suspend(() =>
-    listeners !== undefined || events.length === 0 ? Effect.void : Effect.map(
+    listeners !== undefined || listened.length === 0 ? Effect.void : Effect.map(
       // a stop usually runs in a finalizer: what it forks must stay interruptible
-      Effect.forEach(events, (event) => Effect.forkDaemon(Effect.interruptible(Effect.zipRight(event, Effect.sync(fire))))),
+      Effect.forEach(listened, (listener) => Effect.forkDaemon(Effect.interruptible(listener))),
       (fibers) => void (listeners = fibers)
     ))
   const pause = (ms: number) =>

@@ -231,6 +231,8 @@ interface StopState {
   readonly onLeaderExit: (f: () => void) => () => void
   /** Whether the group's cell holds no process any more: only a cgroup can say so. */
   readonly emptied: () => boolean
+  /** Done once its cgroup tells it has emptied: a hint that ends a stop's pause early (never done without a cgroup). */
+  readonly unpopulated: Effect.Effect<void>
   /** Whether the leader's process group still has a process, and how many its cell lists (see `GroupStop.firstLook`). */
   readonly groupAlive: Effect.Effect<boolean>
   readonly listed: () => number
@@ -505,6 +507,13 @@ const fromWaitStatus = (status: number): ExitStatus => {
  */
 const onClose = (release: () => Effect.Effect<void>) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizerExit(scope, release))
 
+/** The cgroup's `populated 0`, as the kernel tells of it (see `Cgroup.onUnpopulated`). */
+const whenUnpopulated = (dir: string) =>
+  Effect.async<void>((resume) => {
+    const cancel = Cgroup.onUnpopulated(dir, () => resume(Effect.void))
+    return Effect.sync(cancel)
+  })
+
 /** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
 const announce = (watcher: Watcher.Watcher["Type"] | undefined, shellId: string, held: Omit<StopTarget, "pgid" | "sid">) =>
   watcher === undefined ? Effect.void : Effect.zipRight(
@@ -771,6 +780,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     closed: Deferred.await(closed),
     onLeaderExit: leader.onExit,
     emptied: () => cell.cgroup !== undefined && !join.outside() && Cgroup.unpopulated(cell.cgroup, listing?.readOr),
+    unpopulated: cell.cgroup === undefined ? Effect.never : whenUnpopulated(cell.cgroup),
     // signal 0 sends nothing: a group id taken again by another process only makes the look go on
     groupAlive: table.signal(-pid, 0),
     listed: () => cell.cgroup === undefined ? 0 : Cgroup.ownProcs(cell.cgroup, listing?.readOr).length
@@ -832,8 +842,8 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
     const grace = Duration.toMillis(options?.grace ?? groups[0]?.[StopStateId].grace ?? 0)
     const firstLook = looked.length === 0 ? Effect.void : GroupStop.firstLook(
       looked.map(({ group, reached }) => {
-        const { closed, emptied, groupAlive, listed, onLeaderExit } = group[StopStateId]
-        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed }
+        const { closed, emptied, groupAlive, listed, onLeaderExit, unpopulated } = group[StopStateId]
+        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed, unpopulated }
       }),
       { first: options?.signal ?? "SIGTERM", began, grace },
       (i, report) => settle(looked[i]!, Exit.succeed(report))
@@ -859,6 +869,7 @@ const stopProper = (
   // a wait for an init's fork is not part of the grace
   const run = groups[0]![StopStateId].run(groups.map((g) => g.target), {
     wakeOn: wakeOnAll(groups),
+    hints: [Effect.forEach(groups, (g) => g[StopStateId].unpopulated, { discard: true })],
     ...options,
     sentAtOnce,
     began: waits.length === 0 ? began : undefined

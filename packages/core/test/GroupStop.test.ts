@@ -719,7 +719,8 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
 const dyingGroup = (
   closed: Deferred.Deferred<void>,
   emptied: () => boolean,
-  listed: () => number
+  listed: () => number,
+  unpopulated: Effect.Effect<void> = Effect.never
 ): GroupStop.ReachedGroup => ({
   target: { ...target, cgroup: "/nonexistent/corral-look" },
   reached: new Set([5000, 5001]),
@@ -730,7 +731,8 @@ const dyingGroup = (
   emptied,
   groupAlive: Effect.succeed(true),
   listed,
-  closed: Deferred.await(closed)
+  closed: Deferred.await(closed),
+  unpopulated
 })
 
 describe("GroupStop.firstLook", () => {
@@ -754,6 +756,30 @@ describe("GroupStop.firstLook", () => {
       empty = true
       yield* TestClock.adjust(1)
       expect(settled, "settled 1 ms after the close").toEqual([0])
+      yield* Fiber.join(look)
+    }))
+
+  it.effect("reads a dying group at once when its cgroup tells it emptied, its pipes still open; without the hint, the pauses are as long as ever", () =>
+    Effect.gen(function*() {
+      let empty = false
+      let readings = 0
+      const settled: Array<number> = []
+      const closed = yield* Deferred.make<void>()
+      const told = yield* Deferred.make<void>()
+      const dying = dyingGroup(closed, () => empty, () => ++readings, Deferred.await(told))
+      const look = yield* Effect.fork(
+        GroupStop.firstLook([dying], { first: "SIGTERM", began: 0, grace: 4_000 }, (i) => settled.push(i))
+      )
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      // 200 ms in, while the pipes' close is still to come, the pauses are 50 ms long
+      yield* TestClock.adjust(200)
+      const before = readings
+      yield* TestClock.adjust(30)
+      expect(readings - before, "readings in 30 ms while the close is still to come").toBeLessThanOrEqual(1)
+      empty = true
+      yield* Deferred.succeed(told, undefined)
+      yield* TestClock.adjust(0)
+      expect(settled, "settled at the hint, no time later").toEqual([0])
       yield* Fiber.join(look)
     }))
 

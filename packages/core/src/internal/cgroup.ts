@@ -93,6 +93,36 @@ export const populated = (dir: string, read: Read = readOr): boolean => populate
 /** Whether the cgroup says it holds no process, here or below: false where it cannot be read, unlike `!populated`. */
 export const unpopulated = (dir: string, read: Read = readOr): boolean => populatedOf(dir, read) === false
 
+/**
+ * Calls `f` once `cgroup.events` says `populated 0`, read at each change the
+ * kernel tells of through inotify (at most a few tenths of a millisecond
+ * after the last member's exit here, where a poll sees it only at its next
+ * read). A hint, never a promise: where the watch cannot be made, or a
+ * kernel sends no event, `f` is never called. Returns what cancels it.
+ */
+export const onUnpopulated = (dir: string, f: () => void, read: Read = readOr): () => void => {
+  let watcher: fs.FSWatcher | undefined
+  const cancel = () => {
+    watcher?.close()
+    watcher = undefined
+  }
+  const check = () => {
+    if (watcher === undefined || !unpopulated(dir, read)) return
+    cancel()
+    f()
+  }
+  try {
+    // not persistent: a watch never keeps the process alive; no descriptor of the reserve for a hint
+    watcher = fs.watch(path.join(dir, "cgroup.events"), { persistent: false }, check)
+    watcher.on("error", cancel)
+  } catch {
+    return cancel
+  }
+  // it may have emptied before the watch began
+  check()
+  return cancel
+}
+
 /** SIGKILLs everything in the cgroup and below, atomically against forks. False where `cgroup.kill` is missing (Linux < 5.14). */
 export const kill = (dir: string): boolean => {
   try {
