@@ -417,6 +417,24 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      if (backend === "pidns") {
+        it.scopedLive("a namespace's kill is one SIGKILL to its leader's group: members in sessions of their own die with its init", () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            yield* Effect.addFinalizer(() => killMarked(token))
+            const stubborn = `trap "" TERM; sleep 6${token} & sleep 7${token} & wait`
+            const group = yield* ProcessGroup.spawn({ command: `for i in 1 2 3 4 5; do setsid sh -c '${stubborn}' & done; trap '' TERM; wait` })
+            yield* waitUntil("the ten sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 10)
+            const report = yield* group.stop({ grace: Duration.millis(200) })
+            expect(report, JSON.stringify(report)).toMatchObject({ containment: "pidns", escalated: true, survivors: [] })
+            expect(report.signals.SIGKILL, "SIGKILLs sent").toBe(1)
+            // the five setsid shells and their ten sleeps, named as escaped, were struck all the same
+            expect(report.escaped.length, JSON.stringify(report)).toBeGreaterThanOrEqual(15)
+            expect(report.killed, JSON.stringify(report)).toBeGreaterThanOrEqual(15)
+            yield* staysEmpty(token)
+          }).pipe(Effect.provide(layerFor(backend))))
+      }
+
       it.scopedLive("never counts a shell empty while a hopper runs in it, however its hops fall between a scan's reads", () =>
         Effect.gen(function*() {
           const token = newToken()
