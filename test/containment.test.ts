@@ -68,6 +68,26 @@ const layerFor = (backend: Backend) =>
     Layer.orDie
   )
 
+/** Pids whose environment or PID namespace a table of `layerReadingOwnFiles` was asked for. */
+const ownFilesRead = new Set<number>()
+
+/** `layerFor`, with a table that notes each process whose own files (environment, namespace) it reads. */
+const layerReadingOwnFiles = (backend: Backend) =>
+  Containment.layer(backend).pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      Layer.effect(
+        ProcessTable,
+        Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({
+          ...table,
+          shellIdsOf: (pid) => Effect.suspend(() => (ownFilesRead.add(pid), table.shellIdsOf(pid))),
+          pidNamespaceOf: (pid, forChildren) => Effect.suspend(() => (ownFilesRead.add(pid), table.pidNamespaceOf(pid, forChildren)))
+        }))
+      ).pipe(Layer.provide(ProcessTable.layer)),
+      Limits.layerWith({ grace: Duration.millis(GRACE) })
+    )),
+    Layer.orDie
+  )
+
 /** A token no other process carries: each test's processes have it in their argv. */
 const newToken = () => `${randomInt(100_000, 999_999)}`
 
@@ -434,6 +454,24 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             yield* staysEmpty(token)
           }).pipe(Effect.provide(layerFor(backend))))
       }
+
+      it.scopedLive("members in a session of their own are found by their descent, no member's own files read, and each group gets the first signal once", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const stubborn = `trap "" TERM; for i in $(seq 30); do sleep 6${token} & done; wait`
+          const group = yield* ProcessGroup.spawn({ command: `setsid sh -c '${stubborn}' & trap '' TERM; wait` })
+          yield* waitUntil("the 30 sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 30)
+          const members = new Set(marked(token).filter((pid) => pid !== group.pid))
+          ownFilesRead.clear()
+          const report = yield* group.stop()
+          expect(report, JSON.stringify(report)).toMatchObject({ escalated: true, survivors: [] })
+          expect(report.escaped.length, JSON.stringify(report)).toBeGreaterThanOrEqual(31)
+          expect([...ownFilesRead].filter((pid) => members.has(pid)), "members whose environment or namespace was read").toEqual([])
+          // a cell's members outside its group are read and signalled one by one once the first signal went to its group
+          if (backend !== "cgroup") expect(report.signals.SIGTERM, "SIGTERMs: the shell's group and the session's").toBe(2)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerReadingOwnFiles(backend))))
 
       it.scopedLive("never counts a shell empty while a hopper runs in it, however its hops fall between a scan's reads", () =>
         Effect.gen(function*() {

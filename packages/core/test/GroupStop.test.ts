@@ -383,7 +383,8 @@ describe("GroupStop: whom it signals", () => {
 
   it.effect("signals a process that left the session by pid, found by its shell id, and reports it", () =>
     Effect.gen(function*() {
-      const escaper = fakeProcess(5100, { ppid: 1, startTime: 20 })
+      // in a session whose leader is gone: who else is in its group, the stop cannot tell
+      const escaper = fakeProcess(5100, { ppid: 1, startTime: 20, sid: 5090, pgid: 5090 })
       const otherShell = fakeProcess(5200, { startTime: 20 })
       const olderWithSameTag = fakeProcess(5300, { startTime: 5 })
       const t = yield* setup({
@@ -398,9 +399,22 @@ describe("GroupStop: whom it signals", () => {
       expect(report).toMatchObject({ members: 2, escaped: [5100], escalated: false })
     }))
 
+  it.effect("signals a group in a session a member leads once, by group: everyone in it descends from that leader", () =>
+    Effect.gen(function*() {
+      const sessionLeader = fakeProcess(5100, { ppid: 5000, startTime: 20 })
+      const inItsGroup = [5101, 5102, 5103].map((pid) => fakeProcess(pid, { ppid: 5100, pgid: 5100, sid: 5100, startTime: 20 }))
+      const ownGroup = fakeProcess(5104, { ppid: 5100, pgid: 5104, sid: 5100, startTime: 20 })
+      const t = yield* setup({ table: [leader, sessionLeader, ...inItsGroup, ownGroup], onSignal: obedient })
+      const report = yield* finishesAtOnce(t.stopOne())
+      expect((yield* t.requested).map((r) => `${r.signal} ${r.target}`).sort()).toEqual(
+        ["SIGCONT -5000", "SIGCONT -5100", "SIGCONT -5104", "SIGTERM -5000", "SIGTERM -5100", "SIGTERM -5104"]
+      )
+      expect(report).toMatchObject({ members: 6, escaped: [5100, 5101, 5102, 5103, 5104], escalated: false })
+    }))
+
   it.effect("escalates on an escaper that ignores SIGTERM, by pid", () =>
     Effect.gen(function*() {
-      const escaper = fakeProcess(5100, { ppid: 1, startTime: 20 })
+      const escaper = fakeProcess(5100, { ppid: 1, startTime: 20, sid: 5090, pgid: 5090 })
       const onSignal = (script: TestScript, t: number, signal: Signal) =>
         signal === "SIGTERM" && t === -5000 || signal === "SIGKILL" ? vanish(script, t) : Effect.void
       const t = yield* setup({ table: [leader, escaper], shellIds: new Map([[5100, "corral-a"]]), onSignal })
@@ -706,7 +720,8 @@ describe("GroupStop: a cgroup's members that got the first signal at once", () =
       const report = yield* Fiber.join(fiber)
       const all = yield* sent
       expect(all.slice(0, 2)).toEqual(["SIGTERM 5002", "SIGCONT 5002"])
-      expect(all).toEqual(expect.arrayContaining(["SIGKILL -5000", "SIGKILL 5002"]))
+      // it leads a session of its own: the kill reaches it by its group
+      expect(all).toEqual(expect.arrayContaining(["SIGKILL -5000", "SIGKILL -5002"]))
       expect(report).toMatchObject({ escalated: true, escaped: [5002], survivors: [] })
     }))
 })
