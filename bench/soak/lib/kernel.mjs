@@ -78,7 +78,23 @@ export const describe = (p) => `${p.pid} ${p.state} ${JSON.stringify(commandLine
 /** describe, with the parent, group and session: for a hang, where who is matters. */
 export const describeFully = (p) => `${p.pid} ${p.state} ppid ${p.ppid} pgid ${p.pgid} sid ${p.sid} ${JSON.stringify(commandLine(p.pid) || p.comm)}`
 
-export const openDescriptors = () => fs.readdirSync("/proc/self/fd").length
+/**
+ * Open descriptors, with libuv's inotify instance counted by its watches:
+ * libuv makes that one descriptor at a loop's first `fs.watch` (a stop's
+ * hint that a cell emptied) and keeps it for the loop's life, so it is no
+ * leak, but a watch left behind is.
+ */
+export const openDescriptors = () =>
+  fs.readdirSync("/proc/self/fd").reduce((count, fd) => {
+    let target
+    try {
+      target = fs.readlinkSync(`/proc/self/fd/${fd}`)
+    } catch {
+      return count // closed since the listing (the listing's own descriptor among them)
+    }
+    if (target !== "anon_inode:inotify") return count + 1
+    return count + (readText(`/proc/self/fdinfo/${fd}`) ?? "").split("\n").filter((line) => line.startsWith("inotify wd:")).length
+  }, 0)
 
 const statusField = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(readText("/proc/self/status") ?? "")?.[1] ?? 0) * 1024
 
