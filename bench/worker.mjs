@@ -3,6 +3,7 @@
 // scenario that needs a fresh process per sample starts it again, in the same
 // namespace, with `probe: true` (see runProbe).
 import { RESULT_PREFIX } from "./lib/namespace.mjs"
+import { disposeCorral } from "./lib/peers.mjs"
 import { scenarios } from "./scenarios/index.mjs"
 
 const main = async () => {
@@ -11,6 +12,7 @@ const main = async () => {
   if (scenario === undefined) throw new Error(`unknown scenario ${batch.id}`)
   const result = await scenario.run(batch)
   process.stdout.write(`${RESULT_PREFIX}${JSON.stringify(result)}\n`)
+  await disposeCorral()
 }
 
 if (process.argv[1] === new URL(import.meta.url).pathname) {

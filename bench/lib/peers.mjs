@@ -161,6 +161,15 @@ export const loadCorral = (backend = "auto") => {
   return corralRuntimes.get(backend)
 }
 
+/**
+ * Releases every corral runtime loaded so far: the containment's layer then
+ * removes its parent cgroup, which a batch that exits without it leaves
+ * behind (empty, until a later supervisor reaps it). At most 2 s: a scope a
+ * hung stop holds does not hold up the batch's exit.
+ */
+export const disposeCorral = () =>
+  settlesWithin(Promise.all([...corralRuntimes.values()].map(async (loaded) => (await loaded).runtime.dispose())), 2000)
+
 const corralPeer = (backend) => ({
   start: async ({ argv, env, grace }) => {
     const { Effect, ProcessGroup, Scope, runtime } = await loadCorral(backend)
