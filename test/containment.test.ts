@@ -62,9 +62,9 @@ const backends: ReadonlyArray<Backend> = [...exact, "procScan"]
 
 const GRACE = 300
 
-const layerFor = (backend: Backend) =>
+const layerFor = (backend: Backend, table: Layer.Layer<ProcessTable> = ProcessTable.layer) =>
   Containment.layer(backend).pipe(
-    Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.millis(GRACE) }))),
+    Layer.provideMerge(Layer.mergeAll(table, Limits.layerWith({ grace: Duration.millis(GRACE) }))),
     Layer.orDie
   )
 
@@ -73,19 +73,16 @@ const ownFilesRead = new Set<number>()
 
 /** `layerFor`, with a table that notes each process whose own files (environment, namespace) it reads. */
 const layerReadingOwnFiles = (backend: Backend) =>
-  Containment.layer(backend).pipe(
-    Layer.provideMerge(Layer.mergeAll(
-      Layer.effect(
-        ProcessTable,
-        Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({
-          ...table,
-          shellIdsOf: (pid) => Effect.suspend(() => (ownFilesRead.add(pid), table.shellIdsOf(pid))),
-          pidNamespaceOf: (pid, forChildren) => Effect.suspend(() => (ownFilesRead.add(pid), table.pidNamespaceOf(pid, forChildren)))
-        }))
-      ).pipe(Layer.provide(ProcessTable.layer)),
-      Limits.layerWith({ grace: Duration.millis(GRACE) })
-    )),
-    Layer.orDie
+  layerFor(
+    backend,
+    Layer.effect(
+      ProcessTable,
+      Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({
+        ...table,
+        shellIdsOf: (pid) => Effect.suspend(() => (ownFilesRead.add(pid), table.shellIdsOf(pid))),
+        pidNamespaceOf: (pid, forChildren) => Effect.suspend(() => (ownFilesRead.add(pid), table.pidNamespaceOf(pid, forChildren)))
+      }))
+    ).pipe(Layer.provide(ProcessTable.layer))
   )
 
 /** A token no other process carries: each test's processes have it in their argv. */
