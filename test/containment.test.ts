@@ -88,6 +88,9 @@ const layerReadingOwnFiles = (backend: Backend) =>
 /** A token no other process carries: each test's processes have it in their argv. */
 const newToken = () => `${randomInt(100_000, 999_999)}`
 
+/** The token of the hidden-member tests: their table is made before the test runs. */
+const hiddenToken = newToken()
+
 /**
  * Live processes whose argv or environment holds the token. Newest first:
  * on a busy host a walk of the namespace's /proc takes longer than a hop
@@ -613,9 +616,64 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           expect(report.escalated, JSON.stringify(report)).toBe(true)
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
+
+      // the table hides the sleeper, and under pidns every process of the namespace and its leader too: the stop sees none
+      const hiddenNames = new Set(["unshare", "perl", "run", `h${hiddenToken}`])
+      it.scopedLive("a member the process table hides from the stop still ends with its shell's scope", () =>
+        Effect.gen(function*() {
+          const token = hiddenToken
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const hidden = hiddenSleep(token)
+          yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(hidden.dir, { recursive: true, force: true })))
+          const warnings: Array<string> = []
+          const onWarning = (warning: Error) => warnings.push(warning.message)
+          process.on("warning", onWarning)
+          yield* Effect.addFinalizer(() => Effect.sync(() => process.off("warning", onWarning)))
+          const shell = yield* Scope.make()
+          // it leaves the group and the session: only the backend's own membership holds it, and the table lies about it
+          const group = yield* Scope.extend(ProcessGroup.spawn({ command: [hidden.path, `6${token}`] }), shell)
+          yield* waitUntil("the hidden sleeper", () => marked(token).some((pid) => commOf(pid) === hidden.comm))
+          const report = yield* group.stop({ grace: Duration.millis(100) })
+          expect(marked(token).some((pid) => commOf(pid) === hidden.comm), `alive after a stop that could not see it: ${JSON.stringify(report)}`).toBe(true)
+          yield* Scope.close(shell, Exit.void)
+          yield* staysEmpty(token)
+          // the cell's release says what it struck; a namespace's leader is killed where the table would not show it alive
+          if (backend === "cgroup") expect(warnings.join("\n")).toContain("after its shell's stop; killed and removed")
+        }).pipe(Effect.provide(layerFor(backend, hidingTable(hiddenNames)))))
     })
   }
 })
+
+/**
+ * A script (`run`) that starts a `sleep` under a name of its own (`comm`,
+ * from the link it is run through) in a session of its own, and waits for it.
+ */
+const hiddenSleep = (token: string) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-hidden-"))
+  const link = path.join(dir, `h${token}`)
+  fs.symlinkSync(fs.realpathSync("/bin/sleep"), link)
+  const script = path.join(dir, "run")
+  // the leader waits for the escaper: under pidns the namespace's init then waits for both
+  fs.writeFileSync(script, `#!/bin/sh\nsetsid "${link}" "$@" &\nwait\n`, { mode: 0o755 })
+  return { dir, path: script, comm: `h${token}` }
+}
+
+/** The real process table, blind to every process whose `comm` is in `hidden`: a table that lies to the stop. */
+const hidingTable = (hidden: ReadonlySet<string>) =>
+  Layer.effect(
+    ProcessTable,
+    Effect.map(ProcessTable, (table): ProcessTable["Type"] => {
+      const seen = (p: { readonly comm: string }) => !hidden.has(p.comm)
+      const lookup = (found: ReturnType<ProcessTable["Type"]["lookup"]>) => Effect.map(found, Option.filter(seen))
+      return {
+        ...table,
+        scan: Effect.map(table.scan, (all) => all.filter(seen)),
+        scanSince: (since) => Effect.map(table.scanSince(since), (all) => all.filter(seen)),
+        lookup: (pid) => lookup(table.lookup(pid)),
+        keptLookups: Effect.map(table.keptLookups, (kept) => ({ ...kept, lookup: (pid) => lookup(kept.lookup(pid)) }))
+      }
+    })
+  ).pipe(Layer.provide(ProcessTable.layer))
 
 /** The real process table, each read of processes it makes counted: a scan, a lookup, or kept lookups for a stop's rechecks. */
 const countingTable = (reads: { count: number }) =>
@@ -807,6 +865,33 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
       expect(report.durationMs, JSON.stringify(report)).toBeLessThan(1_000)
       yield* staysEmpty(token)
     }).pipe(Effect.provide(firstLookLayer(reads))))
+})
+
+describe.skipIf(!cgroupWritable)("a cell's release (needs a writable cgroup v2)", () => {
+  it.scopedLive("a process that got into the cell after its shell's stop is killed at the release, and the cell removed", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const warnings: Array<string> = []
+      const onWarning = (warning: Error) => warnings.push(warning.message)
+      process.on("warning", onWarning)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.off("warning", onWarning)))
+      const intruder = spawn("sleep", [`6${token}`], { stdio: "ignore" })
+      const shell = yield* Scope.make()
+      const group = yield* Scope.extend(ProcessGroup.spawn({ command: ["sleep", `7${token}`] }), shell)
+      const cell = group.target.cgroup!
+      yield* waitUntil("both sleepers", () => marked(token).length === 2)
+      expect((yield* group.stop()).survivors).toEqual([])
+      // moved in after the stop, as a process that may move others can: the stop never saw it
+      fs.writeFileSync(path.join(cell, "cgroup.procs"), String(intruder.pid))
+      expect(Cgroup.populated(cell)).toBe(true)
+      yield* Scope.close(shell, Exit.void)
+      expect(fs.existsSync(cell), "the cell after its release").toBe(false)
+      yield* waitUntil("the intruder's end", () => intruder.signalCode !== null || intruder.exitCode !== null)
+      expect(intruder.signalCode).toBe("SIGKILL")
+      yield* waitUntil("the warning", () => warnings.some((w) => w.includes(cell)))
+      expect(warnings.find((w) => w.includes(cell))).toContain("still held 1 process(es) after its shell's stop; killed and removed")
+    }).pipe(Effect.provide(layerFor("cgroup"))))
 })
 
 describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a writable cgroup v2 and the PID namespace of npm test)", () => {

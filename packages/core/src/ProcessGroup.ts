@@ -536,6 +536,41 @@ const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, 
     Effect.tap(start, (leader) => onClose(() => drained(closed).pipe(Effect.zipRight(Effect.sync(leader.closeOutput)), Effect.zipRight(output.end))))
   )
 
+/**
+ * The leader, if it still runs once its stop is over: that stop missed a
+ * member the leader waits for (a namespace's init waits for every process
+ * in it), or could not end it. Still our unreaped child, its pid is ours to
+ * signal; under pidns its SIGKILL ends the whole namespace (`unshare
+ * --kill-child`), so nothing of the shell outlives its scope, and a cell's
+ * release strikes what is left in the cell. One that died a moment ago is
+ * reaped at its exit event, which is given `REAPED_WITHIN_MS` of real time
+ * (the kernel's, not the program's clock) to come.
+ */
+const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader) =>
+  !leader.held() ? Effect.void : Effect.zipRight(
+    Effect.async<void>((resume) => {
+      const timer = setTimeout(() => resume(Effect.void), REAPED_WITHIN_MS)
+      const cancel = leader.onExit(() => {
+        clearTimeout(timer)
+        resume(Effect.void)
+      })
+      return Effect.sync(() => {
+        clearTimeout(timer)
+        cancel()
+      })
+    }),
+    Effect.suspend(() => !leader.held() ? Effect.void : Effect.flatMap(table.lookup(leader.pid), (found) => {
+      // told only where the table sees it alive: a zombie not yet reaped is no news
+      if (Option.isSome(found) && !isGone(found.value)) {
+        process.emitWarning(`corral: the leader of shell ${shellId} (pid ${leader.pid}) still ran after its stop; killed it (SIGKILL)`)
+      }
+      return table.signal(leader.pid, "SIGKILL")
+    }))
+  )
+
+/** How long a leader found unreaped at its release has for its exit event to come before it is taken to run. */
+const REAPED_WITHIN_MS = 100
+
 const drained = (closed: Deferred.Deferred<void>) =>
   Effect.flatMap(Deferred.isDone(closed), (done) =>
     done ? Effect.void : Deferred.await(closed).pipe(Effect.interruptible, Effect.timeout(Duration.millis(200)), Effect.ignore))
@@ -570,7 +605,8 @@ interface Joiner {
  * after it, then one `pread` too (a `sleep`'s stop: 2.30 ms before, 2.14
  * after, medians of 8 alternating runs). A terminal's leader is moved in
  * that macrotask: the pty package reaps it whenever it likes, so later its
- * pid may be another's.
+ * pid may be another's. A stop begun before that macrotask (a registry's
+ * shutdown at once after 200 starts) has opened both files itself.
  *
  * The listing is given once, and only while the leader is our unreaped
  * child: then its group id is still ours to signal (see
@@ -594,6 +630,8 @@ const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | u
   }
   setImmediate(() => {
     moveTty()
+    // a stop that came first has opened both already, and reads them as it needs
+    if (asked) return
     list()
     Cgroup.unpopulated(dir, listing.readOr)
   })
@@ -751,6 +789,8 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     ? undefined
     : yield* Effect.tap(Effect.sync(() => makeKeptFiles(2)), (files) => onClose(() => Effect.sync(files.close)))
   const leader = yield* startLeader(start, sinks)
+  // released after the stop, before the output: what the stop left running
+  yield* onClose(() => endStray(table, shellId, leader))
   const pid = leader.pid
   const join = joiner(cell, leader, tty, listing)
   const leaderStartTime = tty ? Effect.succeed(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
