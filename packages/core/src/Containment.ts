@@ -29,15 +29,13 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import * as GroupStop from "./GroupStop.js"
+import * as CellRelease from "./internal/cellRelease.js"
 import * as Cgroup from "./internal/cgroup.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { Limits } from "./Limits.js"
@@ -128,39 +126,8 @@ const cgroupCell = (parent: string) => {
   return (shellId: string) =>
     Effect.flatMap(Effect.scope, (scope) =>
       Effect.uninterruptible(Effect.tap(Effect.sync(() => make(shellId)), (cell) =>
-        Scope.addFinalizerExit(scope, () => cell.cgroup === undefined ? Effect.void : releaseCell(cell.cgroup)))))
+        Scope.addFinalizerExit(scope, () => cell.cgroup === undefined ? Effect.void : CellRelease.release(cell.cgroup)))))
 }
-
-/** How long a cell struck at its release may take to empty before it is left for the next supervisor's reaping. */
-const CELL_EMPTYING_MS = 1_000
-
-/**
- * Removes a cell, which its shell's stop (a finalizer that ran before this
- * one) has emptied. One the kernel still counts as populated holds what
- * that stop never saw: a process moved in after it, or a hopper whose every
- * listed pid was gone before it could be read. Nothing of the shell may
- * outlive its scope, so the cell is struck whole (`cgroup.kill`), as a
- * stop's kill would, and removed once empty; where it does not empty in
- * time, it is left for the next supervisor's reaping, and a warning says so.
- */
-const releaseCell = (dir: string): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return Effect.void
-    const held = Cgroup.ownProcs(dir).length
-    Cgroup.kill(dir)
-    return Effect.sync(() => Cgroup.populated(dir)).pipe(
-      Effect.repeat({ while: (populated) => populated, schedule: Schedule.spaced(Duration.millis(5)) }),
-      Effect.timeout(Duration.millis(CELL_EMPTYING_MS)),
-      Effect.exit,
-      Effect.map((emptied) => {
-        const removed = Exit.isSuccess(emptied) && Cgroup.remove(dir)
-        process.emitWarning(
-          `corral: the cgroup ${dir} still held ${held} process(es) after its shell's stop; ` +
-            (removed ? "killed and removed" : `killed, and not empty after ${CELL_EMPTYING_MS} ms: left for the next supervisor to reap`)
-        )
-      })
-    )
-  })
 
 /**
  * A supervisor in another PID namespace cannot tell whether this one lives,

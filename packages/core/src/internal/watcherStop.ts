@@ -14,6 +14,7 @@ import { stopGroups } from "../GroupStop.js"
 import type { StopTarget } from "../GroupStop.js"
 import { defaults, Limits } from "../Limits.js"
 import { ProcessTable } from "../ProcessTable.js"
+import * as CellRelease from "./cellRelease.js"
 import * as Cgroup from "./cgroup.js"
 import { decodeLimits, StopTarget as StopTargetSchema } from "./watcherMessage.js"
 
@@ -31,7 +32,7 @@ export const stopAnnounced = (announced: ReadonlyArray<unknown>, limitsArg: stri
         Limits.layerWith({ grace: Duration.millis(grace), killTimeout: Duration.millis(killTimeout), killInterval: Duration.millis(killInterval) })
     })
   )
-  return Effect.runPromise(Effect.provide(stopGroups(targets), layer)).then(() => removeCgroups(targets))
+  return Effect.runPromise(Effect.provide(Effect.zipRight(stopGroups(targets), removeCgroups(targets)), layer))
 }
 
 /**
@@ -45,16 +46,14 @@ const outermost = (targets: ReadonlyArray<StopTarget>) => {
 }
 
 /**
- * The emptied shells' cgroups, then their supervisor's own parent cgroup:
- * no one else would remove them when the supervisor's PID namespace ends
- * with it. Only empty cgroups go; rmdir refuses a populated one.
+ * The shells' cells, each released as a scope releases it (struck first if
+ * it is still populated), then their supervisor's own parent cgroup: no one
+ * else would remove them when the supervisor's PID namespace ends with it.
  */
-const removeCgroups = (targets: ReadonlyArray<StopTarget>) => {
-  const parents = new Set<string>()
-  for (const { cgroup } of targets) {
-    if (cgroup === undefined) continue
-    Cgroup.remove(cgroup)
-    parents.add(path.dirname(cgroup))
-  }
-  for (const parent of parents) if (path.basename(parent).startsWith("corral-")) Cgroup.remove(parent)
-}
+const removeCgroups = (targets: ReadonlyArray<StopTarget>) =>
+  Effect.gen(function*() {
+    const cells = targets.flatMap(({ cgroup }) => (cgroup === undefined ? [] : [cgroup]))
+    yield* Effect.forEach(cells, CellRelease.release, { discard: true })
+    const parents = new Set(cells.map((cell) => path.dirname(cell)))
+    for (const parent of parents) if (path.basename(parent).startsWith("corral-")) Cgroup.remove(parent)
+  })

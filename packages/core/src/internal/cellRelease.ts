@@ -1,0 +1,41 @@
+/**
+ * The last word on a cell, once its shell's stop is over: removed if empty,
+ * else struck whole first (ADR 33). Used where a cell is let go: a shell's
+ * scope, and the watcher after its dead supervisor's shells.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Schedule from "effect/Schedule"
+import * as Cgroup from "./cgroup.js"
+
+/** How long a cell struck at its release may take to empty before it is left for the next supervisor's reaping. */
+const EMPTYING_MS = 1_000
+
+/**
+ * Removes a cell that its shell's stop has emptied. One the kernel still
+ * counts as populated holds what that stop never saw: a process moved in
+ * after it, or a hopper whose every listed pid was gone before it could be
+ * read. Nothing of the shell may outlive its release, so the cell is struck
+ * whole (`cgroup.kill`), as a stop's kill would, and removed once empty;
+ * where it does not empty in time, it is left for the next supervisor's
+ * reaping. A warning says which it was.
+ */
+export const release = (dir: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return Effect.void
+    const held = Cgroup.ownProcs(dir).length
+    Cgroup.kill(dir)
+    return Effect.sync(() => Cgroup.populated(dir)).pipe(
+      Effect.repeat({ while: (populated) => populated, schedule: Schedule.spaced(Duration.millis(5)) }),
+      Effect.timeout(Duration.millis(EMPTYING_MS)),
+      Effect.exit,
+      Effect.map((emptied) => {
+        const removed = Exit.isSuccess(emptied) && Cgroup.remove(dir)
+        process.emitWarning(
+          `corral: the cgroup ${dir} still held ${held} process(es) after its shell's stop; ` +
+            (removed ? "killed and removed" : `killed, and not empty after ${EMPTYING_MS} ms: left for the next supervisor to reap`)
+        )
+      })
+    )
+  })
