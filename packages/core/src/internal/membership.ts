@@ -102,7 +102,7 @@ export interface Membership {
   readonly release: Effect.Effect<void>
 }
 
-/** How often a cgroup that the kernel says is populated is read before an empty reading is believed. */
+/** How often a cgroup that the kernel says is populated is read before those it last listed are assumed to be members. */
 const MAX_CGROUP_READINGS = 100
 
 /** How many cgroup files a stop keeps open to read again: two per shell (its listing and its events) for most stops. */
@@ -165,10 +165,14 @@ const makeWith = (
    * was not listed (a pid hopper): so the kernel's `populated` flag, not an
    * empty reading, says a cgroup is empty, and a reading that found no one
    * while it is set is taken again. Nor is a cell whose events cannot be
-   * read taken for empty: whom it was known to hold stands.
+   * read taken for empty: whom it was known to hold stands. One still
+   * populated after every reading holds members no reading could find (gone
+   * before each read, or hidden from the table): those last listed are
+   * assumed, so the stop goes on, strikes the cell and says so.
    */
   const cgroupMembers = (g: Group, dir: string) =>
     Effect.gen(function*() {
+      let listed: ReadonlyArray<number> = []
       for (let reading = 0; reading < MAX_CGROUP_READINGS; reading++) {
         const populated = Cgroup.populatedOf(dir, read)
         if (populated === undefined) return g.live.length > 0 ? g.live : [...g.assumed].map((pid) => assumedMember(g.target, pid))
@@ -181,8 +185,10 @@ const makeWith = (
           ...yield* readLive(pids.filter((pid) => !g.assumed.has(pid)))
         ]
         if (found.length > 0) return found
+        listed = pids
       }
-      return []
+      listed.forEach((pid) => g.assumed.add(pid))
+      return listed.map((pid) => assumedMember(g.target, pid))
     })
 
   const findFrom = (from: () => PidMark | undefined): Effect.Effect<Found> =>
