@@ -16,6 +16,7 @@ import { fileURLToPath } from "node:url"
 import type { Backend } from "@corral/core"
 import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "@corral/core"
 // the cgroup file operations themselves, below the public surface
+import * as CellRelease from "../packages/core/src/internal/cellRelease.js"
 import * as Cgroup from "../packages/core/src/internal/cgroup.js"
 import { makeKeptFiles } from "../packages/core/src/internal/readSmall.js"
 import { describe, expect, it } from "@effect/vitest"
@@ -898,6 +899,34 @@ describe.skipIf(!cgroupWritable)("a cell's release (needs a writable cgroup v2)"
       yield* waitUntil("the warning", () => warnings.some((w) => w.includes(cell)))
       expect(warnings.find((w) => w.includes(cell))).toContain("still held 1 process(es) after its shell's stop; killed and removed")
     }).pipe(Effect.provide(layerFor("cgroup"))))
+})
+
+describe("a cell's release where the kernel has no cgroup.kill (Linux before 5.14, in a directory laid out as a cell)", () => {
+  it.scopedLive("each process the still-populated cell lists gets SIGKILL, and the warning says the cell was left", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const cell = fs.mkdtempSync(path.join(os.tmpdir(), "corral-cell-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(cell, { recursive: true, force: true })))
+      const warnings: Array<string> = []
+      const onWarning = (warning: Error) => warnings.push(warning.message)
+      process.on("warning", onWarning)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.off("warning", onWarning)))
+      const listed = spawn("sleep", [`6${token}`], { stdio: "ignore" })
+      yield* waitUntil("the listed sleeper", () => sleeping(token))
+      // the cell's files as the kernel would show them, and a `cgroup.kill` that cannot be written
+      fs.writeFileSync(path.join(cell, "cgroup.events"), "populated 1\nfrozen 0\n")
+      fs.writeFileSync(path.join(cell, "cgroup.stat"), "nr_descendants 0\n")
+      fs.writeFileSync(path.join(cell, "cgroup.procs"), `${listed.pid}\n`)
+      // a directory that is not empty: neither written to nor removed as a cell below this one would be
+      fs.mkdirSync(path.join(cell, "cgroup.kill"))
+      fs.writeFileSync(path.join(cell, "cgroup.kill", "keep"), "")
+      yield* CellRelease.release(cell)
+      yield* waitUntil("the listed sleeper's end", () => listed.signalCode !== null || listed.exitCode !== null)
+      expect(listed.signalCode).toBe("SIGKILL")
+      yield* waitUntil("the warning", () => warnings.some((w) => w.includes(cell)))
+      expect(warnings.find((w) => w.includes(cell))).toContain("still held 1 process(es) after its shell's stop; killed, and not empty after 1000 ms")
+    }))
 })
 
 describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a writable cgroup v2 and the PID namespace of npm test)", () => {

@@ -24,9 +24,9 @@ const EMPTYING_MS = 1_000
 export const release = (dir: string): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return Effect.void
-    const held = Cgroup.ownProcs(dir).length
-    Cgroup.kill(dir)
-    return Effect.sync(() => Cgroup.populated(dir)).pipe(
+    const held = members(dir).length
+    const strike = Cgroup.kill(dir) ? () => {} : () => members(dir).forEach(killListed)
+    return Effect.sync(() => (strike(), Cgroup.populated(dir))).pipe(
       Effect.repeat({ while: (populated) => populated, schedule: Schedule.spaced(Duration.millis(5)) }),
       Effect.timeout(Duration.millis(EMPTYING_MS)),
       Effect.exit,
@@ -39,3 +39,19 @@ export const release = (dir: string): Effect.Effect<void> =>
       })
     )
   })
+
+/** Whom the cell and the cells below it list. */
+const members = (dir: string) => Cgroup.tree(dir).flatMap((cgroup) => Cgroup.ownProcs(cgroup))
+
+/**
+ * Where the kernel has no `cgroup.kill` (before 5.14): each pid the cell
+ * listed a moment ago, which was ours then, as a stop's kill rounds do.
+ */
+const killListed = (pid: number) => {
+  if (pid <= 1) return
+  try {
+    process.kill(pid, "SIGKILL")
+  } catch {
+    // gone since it was listed
+  }
+}
