@@ -538,6 +538,9 @@ const titleOf = (c: Case) =>
     ? `(beside GNU timeout ${gnuVersion.join(".")})`
     : `(as coreutils ${c.since!.join(".")} documents it; the installed ${gnuVersion.join(".")} behaves otherwise and is not run)`)
 
+/** How long GNU timeout is given after its command is up before it is signalled (see `runWith`). */
+const REFERENCE_SETTLE = "100 millis"
+
 /** Runs one wrapper on the case: `timeout`, or the bin run as a file (through its sh launcher) as a user's shell would. */
 const runWith = (wrapper: ReadonlyArray<string>, c: Case) =>
   Effect.gen(function*() {
@@ -566,6 +569,10 @@ const runWith = (wrapper: ReadonlyArray<string>, c: Case) =>
     child.once("close", () => Deferred.unsafeDone(closed, Effect.void))
     if (c.send !== undefined) {
       yield* Deferred.await(up)
+      // GNU timeout's child can print before its parent's fork() has returned there, and a signal in
+      // between finds no monitored pid: timeout then exits 128+SIGTERM at once (its cleanup(), "the child
+      // is not exec'd yet"; seen once in CI: 143 for SIGALRM). The reference gets a moment to get there.
+      if (wrapper[0] === "timeout") yield* Effect.sleep(REFERENCE_SETTLE)
       child.kill(c.send)
     }
     const { code, signal } = yield* Deferred.await(exited)
