@@ -36,7 +36,7 @@ export const measureStop = async (peer, { workload, grace, count = 1, everywhere
     // a thousand forks can take well over 10 s on a loaded machine
     // under pidns each shell has `unshare` and the namespace's init besides the workload's own processes
     const machinery = handles.filter((h) => h.containment === "pidns").length * 2
-    await awaitMembers(target, workload.processes * count + machinery, Math.max(10_000, 30 * workload.processes * count))
+    await awaitMembers(target, workload.processes * count + machinery, Math.max(10_000, 30 * workload.processes * count), (workload.sleeps ?? 0) * count)
     const began = performance.now()
     stopping = peer.stopMany(handles).catch((error) => (failure = error))
     const timedOut = !(await settlesWithin(stopping, grace + HANG_MARGIN_MS))

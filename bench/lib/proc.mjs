@@ -10,8 +10,10 @@ const readStat = (pid) => {
     return undefined
   }
   // the command name may hold spaces and parentheses: count fields from the last ")"
-  const rest = line.slice(line.lastIndexOf(")") + 2).split(" ")
-  return { pid, state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), sid: Number(rest[3]), threads: Number(rest[17]) }
+  const close = line.lastIndexOf(")")
+  const rest = line.slice(close + 2).split(" ")
+  const comm = line.slice(line.indexOf("(") + 1, close)
+  return { pid, comm, state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), sid: Number(rest[3]), threads: Number(rest[17]) }
 }
 
 const carries = (pid, marker) => {
@@ -118,13 +120,24 @@ export const startIdle = async (count, timeoutMs = 60_000) => {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Polls until the workload has at least `count` live processes. */
-export const awaitMembers = async (target, count, timeoutMs = 10_000) => {
+/**
+ * Polls until the workload has at least `count` live processes, `sleeps` of
+ * them running `sleep` itself. A process that carries the marker has not
+ * always exec'd its command yet: a fork, or a wrapper still joining its
+ * cgroup (corral's, for one RCU grace period, 6-8 ms on these machines).
+ * A stop scenario measures the stop of a workload that runs, so it waits
+ * for its sleeps; a stop at once after the start is a race with the start.
+ */
+export const awaitMembers = async (target, count, timeoutMs = 10_000, sleeps = 0) => {
   const deadline = performance.now() + timeoutMs
   for (;;) {
-    const live = liveMembers(target).length
-    if (live >= count) return live
-    if (performance.now() > deadline) throw new Error(`workload reached only ${live} of ${count} processes in ${timeoutMs} ms`)
+    const members = liveMembers(target)
+    const live = members.length
+    const running = members.filter((p) => p.comm === "sleep").length
+    if (live >= count && running >= sleeps) return live
+    if (performance.now() > deadline) {
+      throw new Error(`workload reached only ${live} of ${count} processes (${running} of ${sleeps} sleeps running) in ${timeoutMs} ms`)
+    }
     await sleep(count > 100 ? 20 : 2)
   }
 }

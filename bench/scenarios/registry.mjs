@@ -128,7 +128,7 @@ const STOPALL_COUNT = 200
 const STOPALL_GRACE_MS = 3000
 
 const stopAllWith = async (impl, count) => {
-  const workload = { argv: ["sleep", "1000"], processes: 1 }
+  const workload = { argv: ["sleep", "1000"], processes: 1, sleeps: 1 }
   if (impl !== "corral") return measureStop(peers[impl], { workload, grace: STOPALL_GRACE_MS, count })
   const open = await openRegistry({ crashSafety: true, limits: { maxShells: count, grace: STOPALL_GRACE_MS } })
   try {

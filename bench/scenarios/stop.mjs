@@ -10,15 +10,17 @@ import { CORRAL_BACKENDS, corralWith, peers, STOP_PEERS } from "../lib/peers.mjs
 import { startIdle } from "../lib/proc.mjs"
 
 const workloads = {
-  obedient1: { argv: ["sleep", "1000"], processes: 1, text: "`sleep 1000`" },
+  obedient1: { argv: ["sleep", "1000"], processes: 1, sleeps: 1, text: "`sleep 1000`" },
   obedient50: {
     argv: ["sh", "-c", "for i in $(seq 50); do sleep 1000 & done; wait"],
     processes: 51,
+    sleeps: 50,
     text: "`sh` that backgrounds 50 `sleep`s and waits"
   },
   stubborn: {
     argv: ["sh", "-c", "trap '' TERM; for i in $(seq 10); do sleep 1000 & done; wait"],
     processes: 11,
+    sleeps: 10,
     text: "`sh` ignoring SIGTERM with 10 `sleep`s that inherit the ignore"
   },
   // grows to 1000 sleeps, then keeps forking a short sleep every 10 ms, so a
@@ -30,6 +32,7 @@ const workloads = {
       "trap '' TERM; n=0; while [ $n -lt 1000 ]; do sleep 1000 & n=$((n+1)); done; while :; do sleep 0.01; done"
     ],
     processes: 1001,
+    sleeps: 1000,
     text: "TERM-ignoring `sh` grown to 1000 `sleep`s, still forking"
   },
   // one child leaves the group and the session and sheds the environment
@@ -39,6 +42,7 @@ const workloads = {
   escaper: {
     argv: ["sh", "-c", "setsid env -i sh -c 'sleep 1000' & sleep 1000 & wait"],
     processes: 4,
+    sleeps: 2,
     text: "`sh` with a `sleep` and a `setsid env -i sh -c 'sleep 1000'` (new session, empty environment)"
   },
   // each hopper ignores TERM, forks its successor after 3 ms and exits, so
@@ -46,6 +50,7 @@ const workloads = {
   hopper: {
     argv: ["sh", "-c", "export HOP='trap \"\" TERM; sleep 0.003; sh -c \"$HOP\" & exit 0'; sh -c \"$HOP\"; sleep 1000"],
     processes: 3,
+    sleeps: 1,
     text: "`sh` and its `sleep`, plus a TERM-ignoring pid hopper (each `sh` forks its successor after 3 ms and exits)"
   }
 }
