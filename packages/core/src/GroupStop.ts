@@ -521,7 +521,13 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>, now: () => number,
           timer.addObserver(end)
         }))
     )
-  return { pause, expecting: () => unfired > 0, sinceEvent: () => now() - firedAt, close: Effect.suspend(() => listeners === undefined ? Effect.void : Fiber.interruptAllAs(listeners, FiberId.none)) }
+  return {
+    pause,
+    expecting: () => unfired > 0,
+    sinceEvent: () => now() - firedAt,
+    // the listeners are told to end, not awaited: awaiting their interruption took a stop 0.05-0.6 ms after its last check
+    close: Effect.sync(() => listeners?.forEach((listener) => listener.unsafeInterruptAsFork(FiberId.none)))
+  }
 }
 
 /**
