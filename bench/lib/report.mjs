@@ -220,6 +220,10 @@ const EXTRAS = [
     "noCrashSafetyMs",
     "corral's start without crash safety (`crashSafety: false`: no watcher message, no journal write), timed in the same batch, alternating with the crash-safe registry (ms, median (min–max))"
   ],
+  [
+    "rawSpawnMs",
+    "A raw spawn (`child_process.spawn`, awaiting `spawn`) from corral's own batch, between its starts: the same process, the same memory to fork (ms, median (min–max))"
+  ],
   ["nodeMs", "`node -e 0` in the same rounds (ms, median (min–max))"],
   ["timeoutMs", "`timeout 10 true` (GNU coreutils) in the same rounds (ms, median (min–max))"],
   ["rssKiB", "Peak RSS of `corral run -- true` (KiB, worst run)"],
