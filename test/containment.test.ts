@@ -146,7 +146,10 @@ const hopping = (token: string) =>
     const seen = new Set<number>()
     const until = Date.now() + PATIENCE_MS
     while (seen.size < 5) {
-      if (Date.now() > until) return yield* Effect.dieMessage("the hopper never hopped")
+      if (Date.now() > until) {
+        const now = marked(token).map((pid) => `${pid} ${commOf(pid)}`)
+        return yield* Effect.dieMessage(`the hopper never hopped: ${seen.size} distinct sh pids in ${PATIENCE_MS} ms; carrying the token now: ${now.join(", ") || "none"}`)
+      }
       for (const pid of marked(token)) if (commOf(pid) === "sh") seen.add(pid)
       yield* Effect.sleep(2)
     }
