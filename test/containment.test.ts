@@ -140,17 +140,24 @@ const sleeping = (token: string) => marked(token).some((pid) => commOf(pid) === 
  */
 const PATIENCE_MS = 20_000
 
-/** Waits until the hopper has hopped a few times: distinct `sh` pids carrying the token. */
+/**
+ * Waits until the hopper has hopped a few times: ten distinct pids carrying
+ * the token. At most four of a shell's live long (`unshare` and the init
+ * under pidns, the outer `sh` and its `sleep 600`); each hop adds its `sh`
+ * and its `sleep`. What a pid runs is not read: under a loaded CI a scan
+ * outlasts a hop (3 ms), and a hop was gone before its comm could be read
+ * (one `sh` seen in 20 s while the pids went from 2881 to 8637).
+ */
 const hopping = (token: string) =>
   Effect.gen(function*() {
     const seen = new Set<number>()
     const until = Date.now() + PATIENCE_MS
-    while (seen.size < 5) {
+    while (seen.size < 10) {
       if (Date.now() > until) {
         const now = marked(token).map((pid) => `${pid} ${commOf(pid)}`)
-        return yield* Effect.dieMessage(`the hopper never hopped: ${seen.size} distinct sh pids in ${PATIENCE_MS} ms; carrying the token now: ${now.join(", ") || "none"}`)
+        return yield* Effect.dieMessage(`the hopper never hopped: ${seen.size} distinct pids in ${PATIENCE_MS} ms; carrying the token now: ${now.join(", ") || "none"}`)
       }
-      for (const pid of marked(token)) if (commOf(pid) === "sh") seen.add(pid)
+      for (const pid of marked(token)) seen.add(pid)
       yield* Effect.sleep(2)
     }
   })
