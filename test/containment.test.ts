@@ -928,12 +928,12 @@ describe("a cell's release where the kernel has no cgroup.kill (Linux before 5.1
       // a directory that is not empty: neither written to nor removed as a cell below this one would be
       fs.mkdirSync(path.join(cell, "cgroup.kill"))
       fs.writeFileSync(path.join(cell, "cgroup.kill", "keep"), "")
-      yield* CellRelease.release(cell)
+      yield* CellRelease.release(cell, yield* ProcessTable)
       yield* waitUntil("the listed sleeper's end", () => listed.signalCode !== null || listed.exitCode !== null)
       expect(listed.signalCode).toBe("SIGKILL")
       yield* waitUntil("the warning", () => warnings.some((w) => w.includes(cell)))
       expect(warnings.find((w) => w.includes(cell))).toContain("still held 1 process(es) after its shell's stop; killed, and not empty after 1000 ms")
-    }))
+    }).pipe(Effect.provide(ProcessTable.layer)))
 })
 
 describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a writable cgroup v2 and the PID namespace of npm test)", () => {

@@ -109,7 +109,7 @@ const procScanCell: Cell = { backend: "procScan", cgroup: undefined, reportsExit
  */
 const joinThenExec = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
 
-const cgroupCell = (parent: string) => {
+const cgroupCell = (parent: string, table: ProcessTable["Type"]) => {
   let counter = 0
   const make = (shellId: string): Cell => {
     const dir = path.join(parent, `${++counter}-${shellId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64)}`)
@@ -126,7 +126,7 @@ const cgroupCell = (parent: string) => {
   return (shellId: string) =>
     Effect.flatMap(Effect.scope, (scope) =>
       Effect.uninterruptible(Effect.tap(Effect.sync(() => make(shellId)), (cell) =>
-        Scope.addFinalizerExit(scope, () => cell.cgroup === undefined ? Effect.void : CellRelease.release(cell.cgroup)))))
+        Scope.addFinalizerExit(scope, () => cell.cgroup === undefined ? Effect.void : CellRelease.release(cell.cgroup, table)))))
 }
 
 /**
@@ -232,7 +232,7 @@ const cgroupParent = Effect.gen(function*() {
         // moving a process needs write access to the common ancestor's cgroup.procs too
         fs.accessSync(path.join(home, "cgroup.procs"), fs.constants.W_OK)
         fs.accessSync(path.join(parent, "cgroup.procs"), fs.constants.W_OK)
-        return { home, parent }
+        return { home, parent, table }
       },
       catch: (error) => {
         Cgroup.remove(parent)
@@ -317,7 +317,7 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
 
   static readonly layerCgroup: Layer.Layer<Containment, ContainmentUnavailable, ProcessTable | Limits> = Layer.scoped(
     Containment,
-    Effect.flatMap(cgroupParent, ({ home, parent }) => make("cgroup", cgroupCell(parent), reapLeftovers(home), parent))
+    Effect.flatMap(cgroupParent, ({ home, parent, table }) => make("cgroup", cgroupCell(parent, table), reapLeftovers(home), parent))
   )
 
   /** The scripted-table backend for TestClock tests: procScan over whatever `ProcessTable` is provided. */

@@ -7,6 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Schedule from "effect/Schedule"
+import type { ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
 
 /** How long a cell struck at its release may take to empty before it is left for the next supervisor's reaping. */
@@ -21,12 +22,13 @@ const EMPTYING_MS = 1_000
  * where it does not empty in time, it is left for the next supervisor's
  * reaping. A warning says which it was.
  */
-export const release = (dir: string): Effect.Effect<void> =>
+export const release = (dir: string, table: ProcessTable["Type"]): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return Effect.void
     const held = members(dir).length
-    const strike = Cgroup.kill(dir) ? () => {} : () => members(dir).forEach(killListed)
-    return Effect.sync(() => (strike(), Cgroup.populated(dir))).pipe(
+    // where the kernel has no `cgroup.kill` (before 5.14): each pid the cell lists at each reading, ours then, as a stop's kill rounds do
+    const strike = Cgroup.kill(dir) ? Effect.void : Effect.forEach(members(dir), (pid) => table.signal(pid, "SIGKILL"), { discard: true })
+    return Effect.zipRight(strike, Effect.sync(() => Cgroup.populated(dir))).pipe(
       Effect.repeat({ while: (populated) => populated, schedule: Schedule.spaced(Duration.millis(5)) }),
       Effect.timeout(Duration.millis(EMPTYING_MS)),
       Effect.exit,
@@ -42,16 +44,3 @@ export const release = (dir: string): Effect.Effect<void> =>
 
 /** Whom the cell and the cells below it list. */
 const members = (dir: string) => Cgroup.tree(dir).flatMap((cgroup) => Cgroup.ownProcs(cgroup))
-
-/**
- * Where the kernel has no `cgroup.kill` (before 5.14): each pid the cell
- * listed a moment ago, which was ours then, as a stop's kill rounds do.
- */
-const killListed = (pid: number) => {
-  if (pid <= 1) return
-  try {
-    process.kill(pid, "SIGKILL")
-  } catch {
-    // gone since it was listed
-  }
-}

@@ -52,8 +52,9 @@ const outermost = (targets: ReadonlyArray<StopTarget>) => {
  */
 const removeCgroups = (targets: ReadonlyArray<StopTarget>) =>
   Effect.gen(function*() {
+    const table = yield* ProcessTable
     const cells = targets.flatMap(({ cgroup }) => (cgroup === undefined ? [] : [cgroup]))
-    yield* Effect.forEach(cells, CellRelease.release, { discard: true })
+    yield* Effect.forEach(cells, (cell) => CellRelease.release(cell, table), { discard: true })
     const parents = new Set(cells.map((cell) => path.dirname(cell)))
     for (const parent of parents) if (path.basename(parent).startsWith("corral-")) Cgroup.remove(parent)
   })
