@@ -86,6 +86,20 @@ const layerReadingOwnFiles = (backend: Backend) =>
     ).pipe(Layer.provide(ProcessTable.layer))
   )
 
+/** `layerFor`, with a table that counts its scans of the whole process table. */
+const layerCountingScans = (backend: Backend, scans: { count: number }) =>
+  layerFor(
+    backend,
+    Layer.effect(
+      ProcessTable,
+      Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({
+        ...table,
+        scan: Effect.suspend(() => (scans.count++, table.scan)),
+        scanSince: (since) => Effect.suspend(() => (scans.count++, table.scanSince(since)))
+      }))
+    ).pipe(Layer.provide(ProcessTable.layer))
+  )
+
 /** Node's warnings (`name: message`) emitted while the test's scope is open. */
 const warningsSeen = Effect.gen(function*() {
   const warnings: Array<string> = []
@@ -458,6 +472,41 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         }).pipe(Effect.provide(layerFor(backend))))
 
       if (backend === "pidns") {
+        const scans = { count: 0 }
+        it.scopedLive("an obedient shell's stop is one signal to its group and no scan: the namespace's own /proc counts it, its leader's exit ends it", () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            yield* Effect.addFinalizer(() => killMarked(token))
+            const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 7${token} & wait` })
+            yield* waitUntil("the two sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
+            scans.count = 0
+            const report = yield* group.stop()
+            // unshare, the init, sh and its two sleeps
+            expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, members: 5, survivors: [], signals: { SIGTERM: 1, SIGCONT: 1 } })
+            expect(scans.count, "scans of the process table").toBe(0)
+            expect(marked(token), "the namespace's processes when its stop returned").toEqual([])
+            yield* staysEmpty(token)
+          }).pipe(Effect.provide(layerCountingScans(backend, scans))))
+
+        // mounting needs root, which a user namespace of anyone else's does not give the command
+        it.scopedLive.skipIf(process.getuid?.() !== 0)(
+          "a /proc the command mounted over its namespace's (needs root) changes the count, never the end: the stop still leaves nothing",
+          () =>
+            Effect.gen(function*() {
+              const token = newToken()
+              yield* Effect.addFinalizer(() => killMarked(token))
+              // an empty /proc (no command seen: the stop proper finds it), and one listing five made-up processes
+              for (const lie of ["", "&& mkdir /proc/1 /proc/2 /proc/3 /proc/4 /proc/5"]) {
+                const group = yield* ProcessGroup.spawn({ command: `mount -t tmpfs lie /proc ${lie} && exec sleep 6${token}` })
+                yield* waitUntil("the sleeper", () => sleeping(token))
+                const report = yield* group.stop()
+                expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, survivors: [] })
+                expect(marked(token), "the namespace's processes when its stop returned").toEqual([])
+              }
+              yield* staysEmpty(token)
+            }).pipe(Effect.provide(layerFor(backend)))
+        )
+
         it.scopedLive("a namespace's kill is one SIGKILL to its leader's group: members in sessions of their own die with its init", () =>
           Effect.gen(function*() {
             const token = newToken()
@@ -488,8 +537,9 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           expect(report, JSON.stringify(report)).toMatchObject({ escalated: true, survivors: [] })
           expect(report.escaped.length, JSON.stringify(report)).toBeGreaterThanOrEqual(31)
           expect([...ownFilesRead].filter((pid) => members.has(pid)), "members whose environment or namespace was read").toEqual([])
-          // a cell's members outside its group are read and signalled one by one once the first signal went to its group
-          if (backend !== "cgroup") expect(report.signals.SIGTERM, "SIGTERMs: the shell's group and the session's").toBe(2)
+          // a cell's members outside its group (a cgroup's, a namespace's) are read and signalled one by one once the
+          // first signal went to its group; procScan signals the session they made as a group
+          if (backend === "procScan") expect(report.signals.SIGTERM, "SIGTERMs: the shell's group and the session's").toBe(2)
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerReadingOwnFiles(backend))))
 

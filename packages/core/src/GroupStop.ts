@@ -53,30 +53,37 @@ export interface StopOptions {
   readonly began?: number | undefined
 }
 
-/** The pids a cgroup held when `signalAtOnce` sent its group the first signal, by group id. */
-export type SentAtOnce = ReadonlyMap<number, ReadonlySet<number>>
+/**
+ * Whom a first signal sent at once (`signalAtOnce`) reached: how many, and
+ * whether a process of the group read later was one of them (by pid and
+ * start time). Iterated, the pids a cgroup listed then, which the stop
+ * assumes are members until it reads them; none where the cell lists
+ * processes as another namespace numbers them. A set of pids is one.
+ */
+export interface Reached extends Iterable<number> {
+  readonly size: number
+  readonly has: (pid: number, startTime: number) => boolean
+}
+
+/** Whom `signalAtOnce` reached, by group id. */
+export type SentAtOnce = ReadonlyMap<number, Reached>
 
 /**
- * The first signal and SIGCONT to a cgroup target's own group, before the
- * stop proper scans anything, so the command is already going while the
- * stop looks for the rest. Only for a caller that holds the group's leader
- * unreaped: then no other process can have taken its id. `listed`, the
- * cgroup's own listing read just before (a nested corral's cells below it
- * hold other groups, which the stop signals by pid anyway), says who got
- * it; with no one listed, nothing is sent.
+ * The first signal and SIGCONT to a target's own group, before the stop
+ * proper scans anything, so the command is already going while the stop
+ * looks for the rest. Only for a caller that holds the group's leader
+ * unreaped: then no other process can have taken its id. `reached`, read
+ * from the cell just before (a cgroup's listing, a namespace's own /proc),
+ * says who got it; with no one there, nothing is sent.
  */
 export const signalAtOnce = (
   table: ProcessTable["Type"],
   target: StopTarget,
   signal: Signal,
-  listed: ReadonlyArray<number>
-): Effect.Effect<ReadonlySet<number> | undefined> =>
-  Effect.suspend(() => {
-    const pids = target.cgroup === undefined ? [] : listed
-    if (pids.length === 0) return Effect.succeed(undefined)
-    return Effect.flatMap(table.signal(-target.pgid, signal), (accepted) =>
-      accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), new Set(pids)) : Effect.succeed(undefined))
-  })
+  reached: Reached
+): Effect.Effect<Reached | undefined> =>
+  reached.size === 0 ? Effect.succeed(undefined) : Effect.flatMap(table.signal(-target.pgid, signal), (accepted) =>
+    accepted ? Effect.as(table.signal(-target.pgid, "SIGCONT"), reached) : Effect.succeed(undefined))
 
 /** The longest wait a Node timer takes: a longer one fires at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1
@@ -84,8 +91,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 /** A group `signalAtOnce` reached: whom, and how to learn that its stop is over. */
 export interface ReachedGroup {
   readonly target: StopTarget
-  readonly reached: ReadonlySet<number>
-  /** Calls back once, at the leader's exit; returns what cancels that. */
+  readonly reached: Reached
+  /** Calls back once, at the leader's exit (a namespace's command's); returns what cancels that. */
   readonly onLeaderExit: (f: () => void) => () => void
   /** Whether the group's cgroup says it holds no process any more (`populated 0`); false where it cannot be read. */
   readonly emptied: () => boolean
@@ -343,14 +350,16 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
   })
 
 /** A group's progress as its stop begins; `reached`: the pids `signalAtOnce` signalled in its group. */
-const progressOf = (group: Group, reached: ReadonlySet<number> | undefined, first: Signal, began: number): Progress => {
+const progressOf = (group: Group, reached: Reached | undefined, first: Signal, began: number): Progress => {
   // an assumed member is neither signalled nor a newcomer until it is read (`resolveSurvivors`)
-  const gotIt = reached === undefined ? group.live : group.live.filter((p) => reached.has(p.pid) && p.pgid === group.target.pgid && !group.assumed.has(p.pid))
+  const gotIt = reached === undefined
+    ? group.live
+    : group.live.filter((p) => reached.has(p.pid, p.startTime) && p.pgid === group.target.pgid && !group.assumed.has(p.pid))
   if (reached !== undefined) [first, "SIGCONT" as const].forEach((signal) => MembershipImpl.countSent(group.sent, signal))
   const live = group.live.length
   return {
     group,
-    members: reached === undefined ? live : new Set([...reached, ...group.live.map((p) => p.pid)]).size,
+    members: reached === undefined ? live : reached.size + group.live.filter((p) => !reached.has(p.pid, p.startTime)).length,
     signalled: new Set(gotIt.map(keyOf)),
     killed: 0,
     emptiedAt: live === 0 ? began : undefined,

@@ -27,6 +27,7 @@ import type { LimitsShape } from "./Limits.js"
 import type { KeptFiles } from "./internal/readSmall.js"
 import { makeKeptFiles } from "./internal/readSmall.js"
 import * as Cgroup from "./internal/cgroup.js"
+import * as Pidns from "./internal/pidns.js"
 import * as Executable from "./internal/executable.js"
 import * as Pty from "./internal/pty.js"
 import * as ReportSocket from "./internal/reportSocket.js"
@@ -217,21 +218,21 @@ interface StopState {
   /** Done once the group holds what a stop must reach: its command, not only the command's init. None where it always does. */
   readonly ready: Effect.Effect<void> | undefined
   /**
-   * Reads whom the leader's cell holds (see `joiner`), then sends the first
+   * Reads whom the leader's cell holds (see `cgroupLook`, `namespaceLook`), then sends the first
    * signal to the group, where that is safe (`GroupStop.signalAtOnce`):
    * whom it reached, if it sent it.
    */
-  readonly begin: (signal: Signal) => Effect.Effect<ReadonlySet<number> | undefined>
-  /** Before the stop proper: a leader that was outside its cell at the beginning is in it now, or gone (see `joiner`). */
+  readonly begin: (signal: Signal) => Effect.Effect<GroupStop.Reached | undefined>
+  /** Before the stop proper: a leader that was outside its cell at the beginning is in it now, or gone (see `cgroupLook`). */
   readonly moveIn: () => void
   /** Its leader's exit, and its pipes closing: after these the group may have emptied (see `wakeOnAll`). */
   readonly exited: Effect.Effect<unknown>
   readonly closed: Effect.Effect<void>
-  /** Calls back once, at the leader's exit; returns what cancels that (see `GroupStop.firstLook`). */
+  /** Calls back once, at the leader's exit (a namespace's command's); returns what cancels that (see `GroupStop.firstLook`). */
   readonly onLeaderExit: (f: () => void) => () => void
-  /** Whether the group's cell holds no process any more: only a cgroup can say so. */
+  /** Whether the group's cell holds no process any more: a cgroup's `populated 0`, a namespace's leader's own exit; never for procScan. */
   readonly emptied: () => boolean
-  /** Done once its cgroup tells it has emptied: a hint that ends a stop's pause early (never done without a cgroup). */
+  /** Done once its cell may have emptied (`populated 0`, a namespace's leader's exit): a hint that ends a stop's pause early (never for procScan). */
   readonly unpopulated: Effect.Effect<void>
   /** Whether the leader's process group still has a process, and how many its cell lists (see `GroupStop.firstLook`). */
   readonly groupAlive: Effect.Effect<boolean>
@@ -312,6 +313,8 @@ interface Leader {
   readonly closeOutput: () => void
   /** Whether it is our child, not yet reaped: while it is, no other process can have its pid, or its group's id. */
   readonly held: () => boolean
+  /** Whether it has been reaped after an exit of its own, not a signal's. */
+  readonly exitedByItself: () => boolean
   /** Calls back once at its exit (or soon, if it has exited), never before returning; returns what cancels that. */
   readonly onExit: (f: () => void) => () => void
 }
@@ -397,6 +400,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
         else stdin.write(text, done)
       }),
     held: () => child.exitCode === null && child.signalCode === null,
+    exitedByItself: () => child.exitCode !== null,
     onExit: (f) => {
       // never called back before this returns: a caller may not be ready for it
       if (child.exitCode !== null || child.signalCode !== null) {
@@ -463,6 +467,7 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit,
       closeOutput: () => Pty.closeMaster(term),
       // the pty package reaps on a thread of its own, before its exit callback: no moment is known when it still holds the pid
       held: () => false,
+      exitedByItself: () => false,
       onExit: (f) => {
         const listener = term.onExit(f)
         return () => listener.dispose()
@@ -575,18 +580,21 @@ const drained = (closed: Deferred.Deferred<void>) =>
   Effect.flatMap(Deferred.isDone(closed), (done) =>
     done ? Effect.void : Deferred.await(closed).pipe(Effect.interruptible, Effect.timeout(Duration.millis(200)), Effect.ignore))
 
-/** How a stop makes sure of the leader's cell (see `joiner`). */
-interface Joiner {
-  /** At the stop's beginning, once: whom the cell holds, the leader counted in; undefined where the first signal may not go to the group. */
-  readonly listing: () => ReadonlyArray<number> | undefined
-  /** Whether the leader was outside its cell at the beginning and is still our unreaped child: the cell's emptiness says nothing then. */
-  readonly outside: () => boolean
-  /** Before the stop proper, which reads only the cell: moves a leader still outside into it. */
-  readonly moveIn: () => void
-}
+/** What a stop reads of the group's cell before its stop proper (see `GroupStop.firstLook`). */
+type Look = Pick<StopState, "begin" | "moveIn" | "onLeaderExit" | "emptied" | "unpopulated" | "listed">
+
+/** A cell that lists nothing (procScan): the stop proper finds the members. */
+const noLook = (leader: Leader): Look => ({
+  begin: () => Effect.succeed(undefined),
+  moveIn: () => {},
+  onLeaderExit: leader.onExit,
+  emptied: () => false,
+  unpopulated: Effect.never,
+  listed: () => 0
+})
 
 /**
- * How to make sure of the leader's cgroup: membership by cgroup is exact
+ * A cgroup cell's look. Membership by cgroup is exact
  * only once the leader is in. The wrapper joins as its first instruction,
  * once it is scheduled, then execs the command; until then the leader is
  * the wrapper alone, which has forked nothing. So a stop that finds the
@@ -612,9 +620,14 @@ interface Joiner {
  * child: then its group id is still ours to signal (see
  * `GroupStop.signalAtOnce`).
  */
-const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | undefined): Joiner => {
-  const dir = cell.cgroup
-  if (dir === undefined || listing === undefined) return { listing: () => undefined, outside: () => false, moveIn: () => {} }
+const cgroupLook = (
+  table: ProcessTable["Type"],
+  dir: string,
+  listing: KeptFiles,
+  leader: Leader,
+  tty: boolean,
+  target: () => StopTarget
+): Look => {
   const list = () => Cgroup.ownProcs(dir, listing.readOr)
   let asked = false
   let outside = false
@@ -624,10 +637,6 @@ const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | u
     if (tty && !ttyMoved) Cgroup.join(dir, leader.pid)
     ttyMoved = true
   }
-  const moveIn = () => {
-    if (outside && leader.held() && !list().includes(leader.pid)) Cgroup.join(dir, leader.pid)
-    outside = false
-  }
   setImmediate(() => {
     moveTty()
     // a stop that came first has opened both already, and reads them as it needs
@@ -635,18 +644,68 @@ const joiner = (cell: Cell, leader: Leader, tty: boolean, listing: KeptFiles | u
     list()
     Cgroup.unpopulated(dir, listing.readOr)
   })
+  /** Once: whom the cell holds, the leader counted in; undefined where the first signal may not go to the group. */
+  const reachable = () => {
+    moveTty()
+    if (asked || tty || !leader.held()) return undefined
+    asked = true
+    const listed = list()
+    if (listed.includes(leader.pid)) return listed
+    outside = true
+    return [...listed, leader.pid]
+  }
   return {
-    listing: () => {
-      moveTty()
-      if (asked || tty || !leader.held()) return undefined
-      asked = true
-      const listed = list()
-      if (listed.includes(leader.pid)) return listed
-      outside = true
-      return [...listed, leader.pid]
+    begin: (signal) =>
+      Effect.suspend(() => {
+        const listed = reachable()
+        return listed === undefined ? Effect.succeed(undefined) : GroupStop.signalAtOnce(table, target(), signal, new Set(listed))
+      }),
+    moveIn: () => {
+      if (outside && leader.held() && !list().includes(leader.pid)) Cgroup.join(dir, leader.pid)
+      outside = false
     },
-    outside: () => outside && leader.held(),
-    moveIn
+    onLeaderExit: leader.onExit,
+    // the leader outside at the beginning and still our unreaped child: the cell's emptiness says nothing then
+    emptied: () => !(outside && leader.held()) && Cgroup.unpopulated(dir, listing.readOr),
+    unpopulated: whenUnpopulated(dir),
+    listed: () => list().length
+  }
+}
+
+/**
+ * A PID-namespace cell's look, through the namespace's own /proc, which
+ * `unshare --mount-proc` mounted and the leader's root reaches from
+ * outside: one readdir lists the shell's processes however busy the host,
+ * where a scan of the host's table reads every process on it. That /proc
+ * is the shell's to change (a root command may mount another there), so
+ * what it lists only counts and paces the look; the namespace is empty
+ * when its leader exits by itself, and not before: `unshare` waits for its
+ * init, whose exit waits for every process of its namespace. Once the
+ * command's process exists (two listed: the init and it), the first
+ * signal goes to the leader's group, which holds it and whatever it did
+ * not move elsewhere; the init and `unshare` ignore it.
+ */
+const namespaceLook = (
+  table: ProcessTable["Type"],
+  leader: Leader,
+  exit: Deferred.Deferred<ExitStatus>,
+  target: () => StopTarget
+): Look => {
+  const inside = () => Pidns.ownProcs(leader.pid)
+  return {
+    begin: (signal) =>
+      Effect.suspend(() => {
+        const listed = leader.held() && GroupStop.pidnsLeaderSurvives(signal) ? inside() : undefined
+        if (listed === undefined || listed.length < 2) return Effect.succeed(undefined)
+        // members born before now got it, if in the group; the leader counts besides what the namespace lists
+        return Effect.flatMap(table.now, (now) => GroupStop.signalAtOnce(table, target(), signal, Pidns.reached(listed.length + 1, now)))
+      }),
+    moveIn: () => {},
+    // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
+    onLeaderExit: Pidns.onDone(exit),
+    emptied: leader.exitedByItself,
+    unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void)))),
+    listed: () => inside()?.length ?? 0
   }
 }
 
@@ -792,7 +851,6 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   // released after the stop, before the output: what the stop left running
   yield* onClose(() => endStray(table, shellId, leader))
   const pid = leader.pid
-  const join = joiner(cell, leader, tty, listing)
   const leaderStartTime = tty ? Effect.succeed(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = forked !== undefined
@@ -808,22 +866,15 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     run: containment.stop,
     grace: limits.grace,
     ready,
-    begin: (signal) =>
-      Effect.suspend(() => {
-        const listed = join.listing()
-        return ready === undefined && listed !== undefined
-          ? GroupStop.signalAtOnce(table, group.target, signal, listed)
-          : Effect.succeed(undefined)
-      }),
-    moveIn: join.moveIn,
+    ...(cell.cgroup !== undefined && listing !== undefined
+      ? cgroupLook(table, cell.cgroup, listing, leader, tty, () => group.target)
+      : cell.backend === "pidns"
+      ? namespaceLook(table, leader, exit, () => group.target)
+      : noLook(leader)),
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),
-    onLeaderExit: leader.onExit,
-    emptied: () => cell.cgroup !== undefined && !join.outside() && Cgroup.unpopulated(cell.cgroup, listing?.readOr),
-    unpopulated: cell.cgroup === undefined ? Effect.never : whenUnpopulated(cell.cgroup),
     // signal 0 sends nothing: a group id taken again by another process only makes the look go on
-    groupAlive: table.signal(-pid, 0),
-    listed: () => cell.cgroup === undefined ? 0 : Cgroup.ownProcs(cell.cgroup, listing?.readOr).length
+    groupAlive: table.signal(-pid, 0)
   }
   const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
@@ -852,7 +903,7 @@ interface Claimed {
   readonly group: ProcessGroup
   readonly report: Deferred.Deferred<StopReport>
   /** Whom its first signal reached, if `signalAtOnce` sent it. */
-  readonly reached: ReadonlySet<number> | undefined
+  readonly reached: GroupStop.Reached | undefined
 }
 
 /**
@@ -905,7 +956,8 @@ const stopProper = (
 ) => {
   const groups = claimed.map((c) => c.group)
   const sentAtOnce = new Map(claimed.flatMap(({ group, reached }) => reached === undefined ? [] : [[group.target.pgid, reached] as const]))
-  const waits = groups.flatMap((g) => g[StopStateId].ready ?? [])
+  // a group reached at once holds its command already
+  const waits = claimed.flatMap(({ group, reached }) => reached === undefined ? group[StopStateId].ready ?? [] : [])
   // a wait for an init's fork is not part of the grace
   const run = groups[0]![StopStateId].run(groups.map((g) => g.target), {
     wakeOn: wakeOnAll(groups),

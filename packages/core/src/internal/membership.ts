@@ -122,14 +122,14 @@ type Found = ReadonlyMap<Group, ReadonlyArray<ProcessInfo>>
 export const make = (
   table: ProcessTable["Type"],
   targets: ReadonlyArray<StopTarget>,
-  reached: ReadonlyMap<number, ReadonlySet<number>> = new Map()
+  reached: ReadonlyMap<number, Iterable<number>> = new Map()
 ): Effect.Effect<Membership> => Effect.map(table.keptLookups, (kept) => makeWith(table, kept, targets, reached))
 
 const makeWith = (
   table: ProcessTable["Type"],
   kept: KeptLookups,
   targets: ReadonlyArray<StopTarget>,
-  reached: ReadonlyMap<number, ReadonlySet<number>>
+  reached: ReadonlyMap<number, Iterable<number>>
 ): Membership => {
   const groups = targets.map((target): Group => ({
     target,
