@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import type { LimitsShape } from "../Limits.js"
 import type { ShellInfo } from "../Shell.js"
 import type { Shell, Shells } from "./registryShells.js"
-import { isActive } from "../Shell.js"
 import { infoOf } from "./registryShells.js"
 
 export class TooManyShells extends Data.TaggedError("TooManyShells")<{ readonly limit: number; readonly running: ReadonlyArray<ShellInfo> }> {
@@ -38,17 +37,20 @@ export interface Admission {
 export interface Options {
   readonly limits: LimitsShape
   readonly shells: Shells
-  /** Drops a finished shell at once, not waiting for its lifecycle to wind down. */
-  readonly dropNow: (shell: Shell) => Effect.Effect<void>
+  /** Drops an ended shell at once, not waiting for its lifecycle to wind down: one synchronous step. */
+  readonly dropNow: (shell: Shell) => void
 }
 
 /**
  * The bookkeeping is plain state changed in synchronous steps, not refs and
- * semaphores: a start that fits under the cap is admitted in one step,
- * which no other fiber can interleave with. Semaphores and a `HashSet` ref
- * were most of what a start allocated before its spawn (90 KiB), and on the
- * VMs corral is built on each 4 KiB a start touches after a fork costs a
- * page fault.
+ * semaphores: a start is admitted, or refused, in one step that no other
+ * fiber can interleave with, making room included (the ended shells it
+ * drops are known without reading any shell's state). Semaphores and a
+ * `HashSet` ref were most of what a start allocated before its spawn
+ * (90 KiB), and on the VMs corral is built on each 4 KiB a start touches
+ * after a fork costs a page fault; making room through a semaphore and a
+ * read of every shell's status cost a start 0.2-0.5 ms once the registry
+ * held `maxShells`.
  */
 export const make = (options: Options): Effect.Effect<Admission> =>
   Effect.gen(function*() {
@@ -62,9 +64,6 @@ export const make = (options: Options): Effect.Effect<Admission> =>
     let closing = false
     // completed once the gate is closed and the last start in flight is done
     const drained = yield* Deferred.make<void>()
-    // a start that must make room waits for the one making room before it
-    const makingRoom = yield* Effect.makeSemaphore(1)
-    let roomWaiters = 0
 
     /** Registered shells and admitted starts, each counted once. */
     const occupied = () => {
@@ -73,52 +72,34 @@ export const make = (options: Options): Effect.Effect<Admission> =>
       return shells.byId.size + pending
     }
 
-    /** A start leaves the gate: admitted and done, or refused. The shutdown waits for the last. */
-    const leave = () => {
-      if (--inFlight === 0 && closing) Deferred.unsafeDone(drained, Effect.void)
+    /** Drops ended shells, oldest first, until one more fits under the cap. */
+    const makeRoom = () => {
+      const excess = occupied() + 1 - limits.maxShells
+      if (excess > 0) shells.oldestEnded(excess).forEach(options.dropNow)
     }
 
-    /** An id and a slot now, or why not; undefined when finished shells must be dropped first. */
-    const take = (): string | RegistryClosed | undefined => {
-      if (closing) return new RegistryClosed()
+    /** An id and a slot, or undefined where every shell held still runs. */
+    const take = (): string | undefined => {
+      makeRoom()
       if (occupied() >= limits.maxShells) return undefined
       const id = `s${++counter}`
       admitted.add(id)
+      inFlight++
       return id
     }
 
+    /** A start leaves the gate, registered or failed. The shutdown waits for the last. */
     const release = (id: string) =>
       Effect.sync(() => {
         admitted.delete(id)
-        leave()
+        if (--inFlight === 0 && closing) Deferred.unsafeDone(drained, Effect.void)
       })
 
-    /** Drops finished shells, oldest first, until one more fits under the cap, then takes the slot. */
-    const takeWithRoom = makingRoom.withPermits(1)(Effect.gen(function*() {
-      const excess = occupied() + 1 - limits.maxShells
-      if (excess > 0) {
-        const finished = yield* shells.having((status) => !isActive(status))
-        yield* Effect.forEach(finished.slice(0, excess), options.dropNow, { discard: true })
-      }
-      const taken = take()
-      if (taken !== undefined) return yield* (typeof taken === "string" ? Effect.succeed(taken) : taken)
-      return yield* new TooManyShells({ limit: limits.maxShells, running: yield* Effect.forEach(shells.byId.values(), infoOf) })
-    })).pipe(
-      Effect.ensuring(Effect.sync(() => roomWaiters--)),
-      Effect.onError(() => Effect.sync(leave))
-    )
-
-    /** Run uninterruptibly, as `acquireUseRelease`'s acquire: every start that enters leaves. */
-    const admit = Effect.suspend(() => {
+    const admit = Effect.suspend((): Effect.Effect<string, RegistryClosed | TooManyShells> => {
       if (closing) return new RegistryClosed()
-      inFlight++
-      // while a start makes room, later ones queue behind it, as they would for the slot it makes
-      const taken = roomWaiters === 0 ? take() : undefined
-      if (taken === undefined) {
-        roomWaiters++
-        return takeWithRoom
-      }
-      return typeof taken === "string" ? Effect.succeed(taken) : Effect.zipRight(Effect.sync(leave), taken)
+      const id = take()
+      if (id !== undefined) return Effect.succeed(id)
+      return Effect.flatMap(Effect.forEach(shells.byId.values(), infoOf), (running) => new TooManyShells({ limit: limits.maxShells, running }))
     })
 
     return {

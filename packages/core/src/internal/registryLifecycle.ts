@@ -72,6 +72,7 @@ const settleAll = ({ journal, shells }: Options, stopped: ReadonlyArray<readonly
   shells.inOrder(Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     const events: Array<ShellEvent> = []
+    const ended: Array<Shell> = []
     for (const [shell, report] of stopped) {
       const final = yield* finalStatus(shell, report)
       if (Option.isNone(final)) continue
@@ -79,9 +80,10 @@ const settleAll = ({ journal, shells }: Options, stopped: ReadonlyArray<readonly
       yield* Ref.set(shell.endedAt, now)
       const info = yield* infoOf(shell)
       events.push(final.value._tag === "Killed" && final.value.by !== undefined ? { _tag: "Killed", info, report } : { _tag: "Exited", info })
+      ended.push(shell)
       yield* Deferred.succeed(shell.settled, undefined)
     }
-    yield* shells.publish(events)
+    yield* shells.publishEnded(ended, events)
   })).pipe(
     Effect.zipRight(journal.changed)
   )
@@ -124,7 +126,7 @@ const afterEnd = (options: Options, shuttingDown: Deferred.Deferred<void>, shell
       Effect.as(Effect.sleep(options.limits.retention), true),
       Effect.as(Effect.race(Deferred.await(shuttingDown), Deferred.await(shell.gone)), false)
     )
-    if (retained) yield* options.shells.drop(shell)
+    if (retained) yield* Effect.sync(() => options.shells.unsafeDrop(shell))
   })
 
 /**
@@ -266,7 +268,10 @@ export const make = (options: Options) =>
       // its lifecycle ends by itself once its stop has run through, and a start does not wait for that; not
       // interrupted, for an interrupt that reached it inside its uninterruptible stop was lost there, and it
       // waited out the whole retention
-      dropNow: (shell: Shell) => Effect.zipRight(Effect.sync(follow), shells.drop(shell)),
+      dropNow: (shell: Shell) => {
+        follow()
+        shells.unsafeDrop(shell)
+      },
       // Every shell at once, with one process-table scan per tick for all of
       // them, then one settling, one journal removal and one watcher write; then
       // the end of the event streams.

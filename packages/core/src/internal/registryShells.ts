@@ -70,8 +70,16 @@ export interface Shells extends Pick<ShellRegistry["Type"], "list" | "events" | 
    */
   readonly inOrder: <A, E, R>(f: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   readonly publish: (events: ReadonlyArray<ShellEvent>) => Effect.Effect<void>
-  /** Unregisters a shell, once, with its event. */
-  readonly drop: (shell: Shell) => Effect.Effect<void>
+  /** Publishes the final events of shells that settled, and counts them ended in the same step. */
+  readonly publishEnded: (ended: ReadonlyArray<Shell>, events: ReadonlyArray<ShellEvent>) => Effect.Effect<void>
+  /** Up to `count` ended shells, oldest first. */
+  readonly oldestEnded: (count: number) => ReadonlyArray<Shell>
+  /**
+   * Unregisters an ended shell, once, with its event: one synchronous step,
+   * outside the event lock, for its final event is out already, and no other
+   * of its events can follow.
+   */
+  readonly unsafeDrop: (shell: Shell) => void
   /** Ends the event streams after the events published so far (the shutdown's last). */
   readonly endEvents: Effect.Effect<void>
 }
@@ -99,6 +107,8 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
         // subscribed after the end: the queue holds all that will come, which may not include the end itself
         eventsEnded ? Stream.unwrap(Effect.map(Queue.takeAll(queue), Stream.fromIterable)) : Stream.fromQueue(queue)
       ))
+    // settled, their final event published: the shells a drop may take
+    const ended = new WeakSet<Shell>()
     const eventLock = yield* Effect.makeSemaphore(1)
     const inOrder = eventLock.withPermits(1)
     return {
@@ -118,10 +128,25 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
       having: (keep) => Effect.suspend(() => Effect.filter(byId.values(), (s) => Effect.map(Ref.get(s.status), keep))),
       inOrder,
       publish,
-      drop: (shell) =>
-        inOrder(Effect.suspend(() => byId.delete(shell.id) ? publish([{ _tag: "Dropped", id: shell.id }]) : Effect.void)).pipe(
-          Effect.zipRight(Deferred.succeed(shell.gone, undefined))
-        ),
+      publishEnded: (settled, events) =>
+        Effect.sync(() => {
+          publishNow(events)
+          for (const shell of settled) ended.add(shell)
+        }),
+      oldestEnded: (count) => {
+        const oldest: Array<Shell> = []
+        for (const shell of byId.values()) {
+          if (oldest.length >= count) break
+          if (ended.has(shell)) oldest.push(shell)
+        }
+        return oldest
+      },
+      unsafeDrop: (shell) => {
+        if (byId.delete(shell.id)) publishNow([{ _tag: "Dropped", id: shell.id }])
+        // its lifecycle then winds down (closes its scope, removes its cell) in a macrotask, not in a
+        // microtask on the path of the start that made room, before that start's caller has its id
+        setImmediate(() => Deferred.unsafeDone(shell.gone, Effect.void))
+      },
       endEvents: Effect.suspend(() => {
         // set first: a subscriber that finds it set has all there will be in its queue
         eventsEnded = true
