@@ -55,14 +55,14 @@ export interface StopOptions {
 
 /**
  * Whom a first signal sent at once (`signalAtOnce`) reached: how many, and
- * whether a process of the group read later was one of them (by pid and
- * start time). Iterated, the pids a cgroup listed then, which the stop
- * assumes are members until it reads them; none where the cell lists
- * processes as another namespace numbers them. A set of pids is one.
+ * whether a process read later was one of them. Iterated, the pids a
+ * cgroup listed then, which the stop assumes are members until it reads
+ * them; none where the cell lists processes as another namespace numbers
+ * them. A set of pids is one.
  */
 export interface Reached extends Iterable<number> {
   readonly size: number
-  readonly has: (pid: number, startTime: number) => boolean
+  readonly has: (pid: number) => boolean
 }
 
 /** Whom `signalAtOnce` reached, by group id. */
@@ -349,17 +349,17 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
     }))
   })
 
-/** A group's progress as its stop begins; `reached`: the pids `signalAtOnce` signalled in its group. */
+/** A group's progress as its stop begins; `reached`: whom `signalAtOnce` signalled in its group. */
 const progressOf = (group: Group, reached: Reached | undefined, first: Signal, began: number): Progress => {
   // an assumed member is neither signalled nor a newcomer until it is read (`resolveSurvivors`)
   const gotIt = reached === undefined
     ? group.live
-    : group.live.filter((p) => reached.has(p.pid, p.startTime) && p.pgid === group.target.pgid && !group.assumed.has(p.pid))
+    : group.live.filter((p) => reached.has(p.pid) && p.pgid === group.target.pgid && !group.assumed.has(p.pid))
   if (reached !== undefined) [first, "SIGCONT" as const].forEach((signal) => MembershipImpl.countSent(group.sent, signal))
   const live = group.live.length
   return {
     group,
-    members: reached === undefined ? live : reached.size + group.live.filter((p) => !reached.has(p.pid, p.startTime)).length,
+    members: reached === undefined ? live : reached.size + group.live.filter((p) => !reached.has(p.pid)).length,
     signalled: new Set(gotIt.map(keyOf)),
     killed: 0,
     emptiedAt: live === 0 ? began : undefined,

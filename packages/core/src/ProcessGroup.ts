@@ -678,7 +678,9 @@ const cgroupLook = (
  * outside: one readdir lists the shell's processes however busy the host,
  * where a scan of the host's table reads every process on it. That /proc
  * is the shell's to change (a root command may mount another there), so
- * what it lists only counts and paces the look; the namespace is empty
+ * what it lists only counts, paces the look and says whom the first signal
+ * reached (a lie there misleads the stop about the liar's own processes
+ * alone); no stop ends on it. The namespace is empty
  * when its leader exits by itself, and not before: `unshare` waits for its
  * init, whose exit waits for every process of its namespace. Once the
  * command's process exists (two listed: the init and it), the first
@@ -695,10 +697,9 @@ const namespaceLook = (
   return {
     begin: (signal) =>
       Effect.suspend(() => {
-        const listed = leader.held() && GroupStop.pidnsLeaderSurvives(signal) ? inside() : undefined
+        const listed = leader.held() && GroupStop.pidnsLeaderSurvives(signal) && Pidns.readsNamespaceIds() ? inside() : undefined
         if (listed === undefined || listed.length < 2) return Effect.succeed(undefined)
-        // members born before now got it, if in the group; the leader counts besides what the namespace lists
-        return Effect.flatMap(table.now, (now) => GroupStop.signalAtOnce(table, target(), signal, Pidns.reached(listed.length + 1, now)))
+        return GroupStop.signalAtOnce(table, target(), signal, Pidns.reached(leader.pid, listed))
       }),
     moveIn: () => {},
     // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it

@@ -29,18 +29,48 @@ export const ownProcs = (leader: number): ReadonlyArray<number> | undefined => {
 }
 
 /**
- * Whom a first signal to the leader's group reached: `size` processes, and
- * a member of the group read later if it was born before `now` (ticks since
- * boot, as the process table tells start times). One born in the same tick
- * counts as not reached, and gets the signal again by pid: never none.
- * Its pids are the host's, which the namespace's /proc does not tell: none
- * are assumed members.
+ * Whom a first signal to the leader's group reached: `leader` and the
+ * processes its namespace listed (`inside`, by the namespace's numbering).
+ * A process read later is one of them if its pid in that namespace, the
+ * second of its `NSpid` ids (the first is ours, where `/proc` is our own),
+ * was listed: one read of its status, once. Its pids are the host's, so
+ * none are assumed members.
  */
-export const reached = (size: number, now: number): Reached => ({
-  size,
-  has: (_pid, startTime) => startTime < now,
-  [Symbol.iterator]: () => [][Symbol.iterator]()
-})
+export const reached = (leader: number, inside: ReadonlyArray<number>): Reached => {
+  const listed = new Set(inside)
+  const known = new Map<number, boolean>([[leader, true]])
+  return {
+    size: inside.length + 1,
+    has: (pid) => {
+      let got = known.get(pid)
+      if (got === undefined) {
+        const inner = nsPids(pid)?.[1]
+        got = inner !== undefined && listed.has(inner)
+        known.set(pid, got)
+      }
+      return got
+    },
+    [Symbol.iterator]: () => [][Symbol.iterator]()
+  }
+}
+
+/**
+ * Whether `/proc` numbers processes as our namespace does and lists their
+ * `NSpid` (Linux 4.1 on), so that `reached` can read whom a signal reached:
+ * our own list is then our pid alone. Read once.
+ */
+export const readsNamespaceIds = (): boolean => (ownIds ??= nsPids(process.pid)?.join(" ") === String(process.pid))
+let ownIds: boolean | undefined
+
+/** A process's pids in each namespace from ours down (`NSpid`); undefined where it cannot be read. */
+const nsPids = (pid: number): ReadonlyArray<number> | undefined => {
+  try {
+    const line = /^NSpid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, "latin1"))?.[1]
+    return line?.trim().split(/\s+/).map(Number)
+  } catch {
+    return undefined
+  }
+}
 
 /** Calls back once `deferred` is done, never before returning (as `Leader.onExit`); returns what cancels that. */
 export const onDone = <A, E>(deferred: Deferred.Deferred<A, E>) => (f: () => void): () => void => {
