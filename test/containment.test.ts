@@ -72,33 +72,28 @@ const layerFor = (backend: Backend, table: Layer.Layer<ProcessTable> = ProcessTa
 /** Pids whose environment or PID namespace a table of `layerReadingOwnFiles` was asked for. */
 const ownFilesRead = new Set<number>()
 
-/** `layerFor`, with a table that notes each process whose own files (environment, namespace) it reads. */
-const layerReadingOwnFiles = (backend: Backend) =>
+/** `layerFor`, with the real table's operations that `wrap` returns in place of its own. */
+const layerWrappingTable = (backend: Backend, wrap: (table: ProcessTable["Type"]) => Partial<ProcessTable["Type"]>) =>
   layerFor(
     backend,
-    Layer.effect(
-      ProcessTable,
-      Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({
-        ...table,
-        shellIdsOf: (pid) => Effect.suspend(() => (ownFilesRead.add(pid), table.shellIdsOf(pid))),
-        pidNamespaceOf: (pid, forChildren) => Effect.suspend(() => (ownFilesRead.add(pid), table.pidNamespaceOf(pid, forChildren)))
-      }))
-    ).pipe(Layer.provide(ProcessTable.layer))
+    Layer.effect(ProcessTable, Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({ ...table, ...wrap(table) }))).pipe(
+      Layer.provide(ProcessTable.layer)
+    )
   )
+
+/** `layerFor`, with a table that notes each process whose own files (environment, namespace) it reads. */
+const layerReadingOwnFiles = (backend: Backend) =>
+  layerWrappingTable(backend, (table) => ({
+    shellIdsOf: (pid) => Effect.suspend(() => (ownFilesRead.add(pid), table.shellIdsOf(pid))),
+    pidNamespaceOf: (pid, forChildren) => Effect.suspend(() => (ownFilesRead.add(pid), table.pidNamespaceOf(pid, forChildren)))
+  }))
 
 /** `layerFor`, with a table that counts its scans of the whole process table. */
 const layerCountingScans = (backend: Backend, scans: { count: number }) =>
-  layerFor(
-    backend,
-    Layer.effect(
-      ProcessTable,
-      Effect.map(ProcessTable, (table): ProcessTable["Type"] => ({
-        ...table,
-        scan: Effect.suspend(() => (scans.count++, table.scan)),
-        scanSince: (since) => Effect.suspend(() => (scans.count++, table.scanSince(since)))
-      }))
-    ).pipe(Layer.provide(ProcessTable.layer))
-  )
+  layerWrappingTable(backend, (table) => ({
+    scan: Effect.suspend(() => (scans.count++, table.scan)),
+    scanSince: (since) => Effect.suspend(() => (scans.count++, table.scanSince(since)))
+  }))
 
 /** Node's warnings (`name: message`) emitted while the test's scope is open. */
 const warningsSeen = Effect.gen(function*() {
