@@ -8,6 +8,8 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 import type { Reached } from "../GroupStop.js"
+import { withDescriptor } from "./descriptors.js"
+import { statusIds } from "./procForeign.js"
 
 /**
  * The pids, as the namespace numbers them, that the /proc `unshare
@@ -18,7 +20,7 @@ import type { Reached } from "../GroupStop.js"
 export const ownProcs = (leader: number): ReadonlyArray<number> | undefined => {
   try {
     const pids: Array<number> = []
-    for (const name of fs.readdirSync(`/proc/${leader}/root/proc`)) {
+    for (const name of withDescriptor(() => fs.readdirSync(`/proc/${leader}/root/proc`))) {
       const pid = Number(name)
       if (Number.isInteger(pid) && pid > 0) pids.push(pid)
     }
@@ -44,7 +46,7 @@ export const reached = (leader: number, inside: ReadonlyArray<number>): Reached 
     has: (pid) => {
       let got = known.get(pid)
       if (got === undefined) {
-        const inner = nsPids(pid)?.[1]
+        const inner = statusIds(pid, "NSpid")[1]
         got = inner !== undefined && listed.has(inner)
         known.set(pid, got)
       }
@@ -59,18 +61,8 @@ export const reached = (leader: number, inside: ReadonlyArray<number>): Reached 
  * `NSpid` (Linux 4.1 on), so that `reached` can read whom a signal reached:
  * our own list is then our pid alone. Read once.
  */
-export const readsNamespaceIds = (): boolean => (ownIds ??= nsPids(process.pid)?.join(" ") === String(process.pid))
+export const readsNamespaceIds = (): boolean => (ownIds ??= statusIds(process.pid, "NSpid").join(" ") === String(process.pid))
 let ownIds: boolean | undefined
-
-/** A process's pids in each namespace from ours down (`NSpid`); undefined where it cannot be read. */
-const nsPids = (pid: number): ReadonlyArray<number> | undefined => {
-  try {
-    const line = /^NSpid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, "latin1"))?.[1]
-    return line?.trim().split(/\s+/).map(Number)
-  } catch {
-    return undefined
-  }
-}
 
 /** Calls back once `deferred` is done, never before returning (as `Leader.onExit`); returns what cancels that. */
 export const onDone = <A, E>(deferred: Deferred.Deferred<A, E>) => (f: () => void): () => void => {

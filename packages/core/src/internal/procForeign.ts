@@ -15,6 +15,9 @@ import { parseStat } from "./procStat.js"
 const ids = (status: string, key: string): ReadonlyArray<number> =>
   new RegExp(`^${key}:\\s+(.*)$`, "m").exec(status)?.[1]?.trim().split(/\s+/).map(Number) ?? []
 
+/** A process's ids in each namespace from ours down (`NSpid`, `NSpgid`, ...), as `/proc` lists them; empty where it cannot be read. */
+export const statusIds = (pid: number, key: string): ReadonlyArray<number> => ids(readOr(`/proc/${pid}/status`) ?? "", key)
+
 const field = (status: string, key: string): string | undefined => new RegExp(`^${key}:\\s+(.*)$`, "m").exec(status)?.[1]
 
 const readOr = (file: string): string | undefined => {
