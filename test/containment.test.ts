@@ -791,6 +791,21 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
       expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGTERM" })
     }).pipe(Effect.provide(firstLookLayer(reads))))
 
+  it.scopedLive("a stop returns only once its leader is reaped: `populated 0` comes while the last member is still exiting", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      // the cell empties in the middle of its last member's exit, before it is a zombie: a stop that
+      // ended on that alone returned with the leader still in state R, 2 times in 1500 bench stops
+      for (let i = 0; i < 25; i++) {
+        const group = yield* ProcessGroup.spawn({ command: ["sleep", `6${token}`] })
+        yield* waitUntil("the sleeper", () => sleeping(token))
+        yield* group.stop()
+        expect(Option.isSome(yield* group.exitStatus), `the leader's exit status at the return of stop ${i + 1}`).toBe(true)
+        expect(marked(token), `left at the return of stop ${i + 1}`).toEqual([])
+      }
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
   it.scopedLive("a group of many ends in the look too: read at its leader's exit and as its members die, its pipes' close among them; no process is read", () =>
     Effect.gen(function*() {
       const token = newToken()

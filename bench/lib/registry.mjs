@@ -53,12 +53,15 @@ export const openRegistry = async ({ crashSafety = true, limits, tools = false }
   const runtime = m.ManagedRuntime.make(layerOf(m, { crashSafety, stateDir, limits, tools }))
   const run = (effect) => runtime.runPromise(effect)
   const registry = await run(m.ShellRegistry)
+  let releasing
   let closing
+  // the layer's release alone: what a bench measures of a registry's end (the temporary directory is the bench's)
+  const release = () => (releasing ??= runtime.dispose())
   const close = () =>
-    (closing ??= runtime.dispose().finally(() => {
+    (closing ??= release().finally(() => {
       if (stateDir !== undefined) fs.rmSync(stateDir, { recursive: true, force: true })
     }))
-  return { m, run, runtime, registry, close }
+  return { m, run, runtime, registry, release, close }
 }
 
 /**
@@ -76,7 +79,7 @@ export const registryPeer = (open, { stopManyBy = "kill" } = {}) => {
     },
     stop: (handle) => run(kill(handle)),
     stopMany: stopManyBy === "release"
-      ? () => open.close()
+      ? () => open.release()
       : (handles) => run(m.Effect.forEach(handles, kill, { concurrency: "unbounded", discard: true })),
     dispose: async () => {}
   }

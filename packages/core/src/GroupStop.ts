@@ -139,7 +139,8 @@ export const firstLook = (
     const until = resolveAfter(grace)
     return waiting.length === 0 ? Effect.void : Effect.flatMap(
       awaitLeaders(groups, waiting, until - age(), settled),
-      (exited) => lookWhileDying(groups, exited, until, age, settled)
+      // none exited unsettled: each found empty at its leader's exit (the usual end), or the look is over
+      (exited) => exited.length === 0 ? Effect.void : lookWhileDying(groups, exited, until, age, settled)
     )
   })
 

@@ -5,7 +5,7 @@
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Ref from "effect/Ref"
+import * as MutableRef from "effect/MutableRef"
 import type { Shell, Shells } from "./registryShells.js"
 import type { TerminalSize } from "../Shell.js"
 import { isActive } from "../Shell.js"
@@ -34,7 +34,7 @@ export class NoTerminal extends Data.TaggedError("NoTerminal")<{ readonly id: st
  * pidns its status comes from the init's report, before `unshare` exits and
  * the terminal closes.
  */
-const holds = (shell: Shell) => Effect.map(Ref.get(shell.status), isActive)
+const holds = (shell: Shell) => Effect.sync(() => isActive(MutableRef.get(shell.status)))
 
 export const make = (shells: Shells) => {
   const owned = (id: string, caller: string) =>

@@ -8,9 +8,9 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as MutableRef from "effect/MutableRef"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
-import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
@@ -37,8 +37,9 @@ export interface Shell {
   readonly group: ProcessGroup.ProcessGroup
   readonly scope: Scope.CloseableScope
   readonly base: Omit<ShellInfo, "status" | "endedAt">
-  readonly status: Ref.Ref<ShellStatus>
-  readonly endedAt: Ref.Ref<number | undefined>
+  /** Changed only by the registry's own steps, each synchronous: a settling of many shells is one step, not one per shell. */
+  readonly status: MutableRef.MutableRef<ShellStatus>
+  readonly endedAt: MutableRef.MutableRef<number | undefined>
   /** Completed once the shell has settled into a final status. */
   readonly settled: Deferred.Deferred<void>
   /** Completed once the shell has left the registry: its lifecycle's retention wait is over. */
@@ -47,12 +48,13 @@ export interface Shell {
   readonly cursors: Map<string, number>
 }
 
-export const infoOf = (shell: Shell) =>
-  Effect.zipWith(Ref.get(shell.status), Ref.get(shell.endedAt), (status, endedAt): ShellInfo => ({
-    ...shell.base,
-    status,
-    endedAt
-  }))
+export const unsafeInfoOf = (shell: Shell): ShellInfo => ({
+  ...shell.base,
+  status: MutableRef.get(shell.status),
+  endedAt: MutableRef.get(shell.endedAt)
+})
+
+export const infoOf = (shell: Shell): Effect.Effect<ShellInfo> => Effect.sync(() => unsafeInfoOf(shell))
 
 /** The table, and the registry's `list` and event streams as they are: the streams end with `endEvents`. */
 export interface Shells extends Pick<ShellRegistry["Type"], "list" | "events" | "subscribe" | "subscribeQueue"> {
@@ -119,13 +121,13 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
           return shell === undefined ? Effect.fail(new UnknownShell({ id, known: [...byId.keys()], retention })) : Effect.succeed(shell)
         }),
       register: (shell) =>
-        Effect.flatMap(infoOf(shell), (info) =>
-          Effect.sync(() => {
-            publishNow([{ _tag: "Started", info }])
-            byId.set(shell.id, shell)
-            return info
-          })),
-      having: (keep) => Effect.suspend(() => Effect.filter(byId.values(), (s) => Effect.map(Ref.get(s.status), keep))),
+        Effect.sync(() => {
+          const info = unsafeInfoOf(shell)
+          publishNow([{ _tag: "Started", info }])
+          byId.set(shell.id, shell)
+          return info
+        }),
+      having: (keep) => Effect.sync(() => Array.from(byId.values()).filter((s) => keep(MutableRef.get(s.status)))),
       inOrder,
       publish,
       publishEnded: (settled, events) =>
@@ -152,7 +154,7 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
         eventsEnded = true
         return Effect.asVoid(PubSub.publish(takes, Take.end))
       }),
-      list: Effect.suspend(() => Effect.forEach(byId.values(), infoOf)),
+      list: Effect.sync(() => Array.from(byId.values(), unsafeInfoOf)),
       events: Stream.unwrapScoped(subscribeEvents),
       subscribe: subscribeEvents,
       subscribeQueue: PubSub.subscribe(hub)
