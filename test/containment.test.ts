@@ -281,6 +281,22 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("a stop that had to kill returns once its leader is reaped: the leader's exit status is known then", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          for (let i = 0; i < 4; i++) {
+            const group = yield* ProcessGroup.spawn({ command: `trap '' TERM; sleep 6${token} & wait` })
+            yield* waitUntil("the sleeper", () => sleeping(token))
+            const report = yield* group.stop()
+            expect(report, JSON.stringify(report)).toMatchObject({ escalated: true, survivors: [] })
+            expect(yield* group.exitStatus, `the leader's exit status at the return of stop ${i + 1}`).toEqual(
+              Option.some({ _tag: "Signaled", signal: "SIGKILL" })
+            )
+            expect(marked(token), `left at the return of stop ${i + 1}`).toEqual([])
+          }
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.live("stops the shell of a program out of file descriptors: a cell or /proc it cannot open is never taken for empty", () => {
         const token = newToken()
         return Effect.gen(function*() {

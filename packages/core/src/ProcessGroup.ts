@@ -239,6 +239,8 @@ interface StopState {
   readonly listed: () => number
   /** The grace of a stop that names none (`Limits`). */
   readonly grace: Duration.DurationInput
+  /** Whether its leader is still our unreaped child, and its exit event (see `leadersReaped`). */
+  readonly leader: Pick<Leader, "held" | "onExit">
 }
 
 /**
@@ -878,7 +880,8 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),
     // signal 0 sends nothing: a group id taken again by another process only makes the look go on
-    groupAlive: table.signal(-pid, 0)
+    groupAlive: table.signal(-pid, 0),
+    leader
   }
   const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
@@ -976,8 +979,46 @@ const stopProper = (
   })
   const inCells = Effect.zipRight(Effect.sync(() => groups.forEach((g) => g[StopStateId].moveIn())), run)
   const stop = waits.length === 0 ? inCells : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), inCells)
-  return Effect.flatMap(Effect.exit(stop), (exit) => Effect.sync(() => claimed.forEach((c, i) => settle(c, Exit.map(exit, (reports) => reports[i]!)))))
+  const emptied = (reports: ReadonlyArray<StopReport>) => groups.filter((_, i) => reports[i]!.survivors.length === 0)
+  return Effect.flatMap(Effect.exit(stop), (exit) =>
+    Effect.zipRight(
+      Exit.isSuccess(exit) ? leadersReaped(emptied(exit.value)) : Effect.void,
+      Effect.sync(() => claimed.forEach((c, i) => settle(c, Exit.map(exit, (reports) => reports[i]!))))
+    ))
 }
+
+/**
+ * Done once the leader of each group, if still our unreaped child, is
+ * reaped, or `REAPED_WITHIN_MS` of real time after. A cell, or a scan,
+ * sees the last member leave in the middle of its exit, before it is a
+ * zombie: a stop that returned then had its leader still exiting, its exit
+ * status not known yet (every backend, in a test that makes the stop
+ * kill). Under pidns the leader is `unshare`, whose exit comes once its
+ * namespace is gone. The exit event comes soon after the death; one that
+ * does not come is the scope's release's to deal with (`endStray`).
+ */
+const leadersReaped = (groups: ReadonlyArray<ProcessGroup>): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const held = groups.map((g) => g[StopStateId].leader).filter((leader) => leader.held())
+    let left = held.length
+    if (left === 0) return resume(Effect.void)
+    const end = () => {
+      clearTimeout(timer)
+      cancels.forEach((cancel) => cancel())
+    }
+    const timer = setTimeout(() => {
+      end()
+      resume(Effect.void)
+    }, REAPED_WITHIN_MS)
+    const cancels = held.map((leader) =>
+      leader.onExit(() => {
+        if (--left > 0) return
+        end()
+        resume(Effect.void)
+      })
+    )
+    return Effect.sync(end)
+  })
 
 /**
  * The events that end a stop's pause early: every leader has exited, and
