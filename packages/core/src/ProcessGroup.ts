@@ -297,11 +297,47 @@ const ignoring = (signals: ReadonlyArray<number>, file: string, args: ReadonlyAr
 /** Where a leader's output, exit and the end of its output go. */
 interface Sinks {
   readonly output: OutputBuffer.OutputBuffer
+  /** Completed by `exited` alone. */
   readonly exit: Deferred.Deferred<ExitStatus>
+  /** The leader's exit status, first come: completes `exit` and tells `onExited`'s listeners. */
+  readonly exited: (status: ExitStatus) => void
+  /**
+   * Calls back once `exit` is complete (at its completion, or in a macrotask if it came before),
+   * never before returning, as `Leader.onExit`: for the stop's look, which waits without a fiber.
+   */
+  readonly onExited: (f: () => void) => () => void
   /** Every holder of the output closed it: nothing more will come. */
   readonly closed: Deferred.Deferred<void>
   /** A pidns init forked the command: only where an init reports (`Cell.reportsExit`). */
   readonly forked: Deferred.Deferred<void> | undefined
+}
+
+/** `Sinks`' exit: its listeners are kept only until the exit is known. */
+const exitSink = (): Pick<Sinks, "exit" | "exited" | "onExited"> => {
+  const exit = Deferred.unsafeMake<ExitStatus>(FiberId.none)
+  let listeners: Array<() => void> | undefined = []
+  return {
+    exit,
+    exited: (status) => {
+      if (listeners === undefined) return
+      const waiting = listeners
+      listeners = undefined
+      Deferred.unsafeDone(exit, Effect.succeed(status))
+      waiting.forEach((f) => f())
+    },
+    onExited: (f) => {
+      if (listeners === undefined) {
+        const later = setImmediate(f)
+        return () => clearImmediate(later)
+      }
+      const listener = () => f()
+      listeners.push(listener)
+      return () => {
+        const at = listeners?.indexOf(listener) ?? -1
+        if (at >= 0) listeners!.splice(at, 1)
+      }
+    }
+  }
 }
 
 /** The group's first process, however it was started. */
@@ -372,14 +408,14 @@ const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) 
     })
   })
 
-const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, forked, output }: Sinks): Leader => {
+const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, forked, output }: Sinks): Leader => {
   const raw = Array.isArray(spec.stdio)
   if (!raw) {
     child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
     child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
   }
-  child.stdio[3]?.on("data", reportReader({ exit, forked }))
-  child.once("exit", (code, signal) => Deferred.unsafeDone(exit, Effect.succeed(toExitStatus(code, signal))))
+  child.stdio[3]?.on("data", reportReader({ exited, forked }))
+  child.once("exit", (code, signal) => exited(toExitStatus(code, signal)))
   // `close` waits for every holder of the pipes; only output completeness depends on it
   child.once("close", () => {
     Deferred.unsafeDone(closed, Effect.void)
@@ -428,7 +464,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exit, fork
  * pidns cell's init reports on the socket at `report`, as the terminal
  * passes it no fd 3.
  */
-const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit, output }: Sinks, report: string) =>
+const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exited, output }: Sinks, report: string) =>
   Effect.gen(function*() {
     const pty = yield* Effect.mapError(Pty.load, (missing) => new TtyUnavailable({ reasons: missing.reasons }))
     const { args, command, env, file, missing } = prepare(spec, shellId, cell, true, report)
@@ -442,7 +478,7 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exit,
     term.onData((data) => output.append("stdout", typeof data === "string" ? Buffer.from(data) : data))
     term.onExit(({ exitCode, signal }) => {
       const name = signal === undefined || signal === 0 ? undefined : signalNames.get(signal)
-      Deferred.unsafeDone(exit, Effect.succeed(name !== undefined ? { _tag: "Signaled", signal: name } : { _tag: "Exited", code: exitCode }))
+      exited(name !== undefined ? { _tag: "Signaled", signal: name } : { _tag: "Exited", code: exitCode })
     })
     // node-pty ends the output when the terminal hangs up (the session leader exited), or 200 ms after the leader's exit
     Pty.onClose(term, () => {
@@ -486,13 +522,13 @@ const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n])
  * Reads what a pidns init reports, chunk by chunk (chunks may split or join
  * lines): `forked`, then the command's raw wait status.
  */
-const reportReader = ({ exit, forked }: Pick<Sinks, "exit" | "forked">) => {
+const reportReader = ({ exited, forked }: Pick<Sinks, "exited" | "forked">) => {
   let pending = ""
   return (chunk: Buffer) => {
     const lines = (pending + chunk.toString("latin1")).split("\n")
     pending = lines.pop()!
     for (const line of lines) {
-      if (line !== "forked") Deferred.unsafeDone(exit, Effect.succeed(fromWaitStatus(Number(line))))
+      if (line !== "forked") exited(fromWaitStatus(Number(line)))
       else if (forked !== undefined) Deferred.unsafeDone(forked, Effect.void)
     }
   }
@@ -695,7 +731,7 @@ const cgroupLook = (
 const namespaceLook = (
   table: ProcessTable["Type"],
   leader: Leader,
-  exit: Deferred.Deferred<ExitStatus>,
+  onExited: Sinks["onExited"],
   target: () => StopTarget
 ): Look => {
   const inside = () => Pidns.ownProcs(leader.pid)
@@ -708,7 +744,7 @@ const namespaceLook = (
       }),
     moveIn: () => {},
     // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
-    onLeaderExit: Pidns.onDone(exit),
+    onLeaderExit: onExited,
     emptied: leader.exitedByItself,
     unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void)))),
     listed: () => inside()?.length ?? 0
@@ -832,7 +868,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   // made in one step: completed from the child's callbacks, by no fiber
   const sinks: Sinks = yield* Effect.sync(() => ({
     output: OutputBuffer.unsafeMake(limits.bufferBytes),
-    exit: Deferred.unsafeMake<ExitStatus>(FiberId.none),
+    ...exitSink(),
     closed: Deferred.unsafeMake<void>(FiberId.none),
     // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init);
     // a deferred holds 2 KiB of Effect's prototype, which no other cell needs
@@ -875,7 +911,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     ...(cell.cgroup !== undefined && listing !== undefined
       ? cgroupLook(table, cell.cgroup, listing, leader, tty, () => group.target)
       : cell.backend === "pidns"
-      ? namespaceLook(table, leader, exit, () => group.target)
+      ? namespaceLook(table, leader, sinks.onExited, () => group.target)
       : noLook(leader)),
     exited: Deferred.await(exit),
     closed: Deferred.await(closed),

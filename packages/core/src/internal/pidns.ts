@@ -4,9 +4,6 @@
  * leader's group reached.
  */
 import * as fs from "node:fs"
-import * as Deferred from "effect/Deferred"
-import * as Effect from "effect/Effect"
-import * as FiberId from "effect/FiberId"
 import type { Reached } from "../GroupStop.js"
 import { withDescriptor } from "./descriptors.js"
 import { statusIds } from "./procForeign.js"
@@ -63,9 +60,3 @@ export const reached = (leader: number, inside: ReadonlyArray<number>): Reached 
  */
 export const readsNamespaceIds = (): boolean => (ownIds ??= statusIds(process.pid, "NSpid").join(" ") === String(process.pid))
 let ownIds: boolean | undefined
-
-/** Calls back once `deferred` is done, never before returning (as `Leader.onExit`); returns what cancels that. */
-export const onDone = <A, E>(deferred: Deferred.Deferred<A, E>) => (f: () => void): () => void => {
-  const fiber = Effect.runFork(Effect.zipRight(Effect.zipRight(Effect.exit(Deferred.await(deferred)), Effect.yieldNow()), Effect.sync(f)))
-  return () => fiber.unsafeInterruptAsFork(FiberId.none)
-}
