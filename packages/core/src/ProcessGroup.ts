@@ -591,17 +591,7 @@ const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, 
  */
 const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader) =>
   !leader.held() ? Effect.void : Effect.zipRight(
-    Effect.async<void>((resume) => {
-      const timer = setTimeout(() => resume(Effect.void), REAPED_WITHIN_MS)
-      const cancel = leader.onExit(() => {
-        clearTimeout(timer)
-        resume(Effect.void)
-      })
-      return Effect.sync(() => {
-        clearTimeout(timer)
-        cancel()
-      })
-    }),
+    leadersReaped([leader]),
     Effect.suspend(() => !leader.held() ? Effect.void : Effect.flatMap(table.lookup(leader.pid), (found) => {
       // told only where the table sees it alive: a zombie not yet reaped is no news
       if (Option.isSome(found) && !isGone(found.value)) {
@@ -1015,7 +1005,7 @@ const stopProper = (
   })
   const inCells = Effect.zipRight(Effect.sync(() => groups.forEach((g) => g[StopStateId].moveIn())), run)
   const stop = waits.length === 0 ? inCells : Effect.zipRight(Effect.all(waits, { concurrency: "unbounded", discard: true }), inCells)
-  const emptied = (reports: ReadonlyArray<StopReport>) => groups.filter((_, i) => reports[i]!.survivors.length === 0)
+  const emptied = (reports: ReadonlyArray<StopReport>) => groups.flatMap((g, i) => reports[i]!.survivors.length === 0 ? [g[StopStateId].leader] : [])
   return Effect.flatMap(Effect.exit(stop), (exit) =>
     Effect.zipRight(
       Exit.isSuccess(exit) ? leadersReaped(emptied(exit.value)) : Effect.void,
@@ -1024,8 +1014,10 @@ const stopProper = (
 }
 
 /**
- * Done once the leader of each group, if still our unreaped child, is
- * reaped, or `REAPED_WITHIN_MS` of real time after. A cell, or a scan,
+ * Done once each leader, if still our unreaped child, is reaped, or
+ * `REAPED_WITHIN_MS` of real time after. The stop proper waits so for the
+ * leaders of the groups it emptied, and a scope's release before it takes
+ * a leader for a stray (`endStray`). A cell, or a scan,
  * sees the last member leave in the middle of its exit, before it is a
  * zombie: a stop that returned then had its leader still exiting, its exit
  * status not known yet (every backend, in a test that makes the stop
@@ -1033,9 +1025,9 @@ const stopProper = (
  * namespace is gone. The exit event comes soon after the death; one that
  * does not come is the scope's release's to deal with (`endStray`).
  */
-const leadersReaped = (groups: ReadonlyArray<ProcessGroup>): Effect.Effect<void> =>
+const leadersReaped = (leaders: ReadonlyArray<Pick<Leader, "held" | "onExit">>): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
-    const held = groups.map((g) => g[StopStateId].leader).filter((leader) => leader.held())
+    const held = leaders.filter((leader) => leader.held())
     let left = held.length
     if (left === 0) return resume(Effect.void)
     const end = () => {
