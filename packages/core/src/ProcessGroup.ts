@@ -183,6 +183,13 @@ export interface ProcessGroup {
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
   readonly awaitExit: Effect.Effect<ExitStatus>
   /**
+   * Calls `f` once `awaitExit` is done (at once when that comes, in a
+   * macrotask if it came before), never before returning; returns what
+   * cancels that. For a supervisor of many groups, which then holds no
+   * fiber per group while its command runs.
+   */
+  readonly unsafeOnExit: (f: () => void) => () => void
+  /**
    * Writes to the leader's stdin, or closes it with `eof`; false when there is
    * none to write to (spawned without `stdin: "pipe"`, or closed already).
    * On a terminal (`tty`) `eof` types Ctrl-D, as a terminal's end of file.
@@ -769,7 +776,7 @@ const assemble = (
     readonly leaderStartTime: Effect.Effect<number | undefined>
   },
   leader: Leader,
-  { exit, output }: Pick<Sinks, "exit" | "output">,
+  { exit, onExited, output }: Pick<Sinks, "exit" | "onExited" | "output">,
   stopState: StopState
 ): ProcessGroup => {
   const group: ProcessGroup = {
@@ -783,6 +790,7 @@ const assemble = (
     stdio: leader.stdio,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
+    unsafeOnExit: onExited,
     writeStdin: leader.writeStdin,
     resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
     stop: (options) => Effect.map(stopAll([group], options), (reports) => reports[0]!),
