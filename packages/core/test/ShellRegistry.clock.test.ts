@@ -26,6 +26,7 @@ import {
   ticking,
   timerAt
 } from "./fixtures/registry/harness.js"
+import { inPidNamespace } from "./helpers.js"
 
 const owner = "clock-test"
 const lifetime = Duration.minutes(10)
@@ -187,6 +188,31 @@ describe("the cap on running shells", () => {
 })
 
 describe("events", () => {
+  // a shell's lifecycle begins at its leader's exit; the keeper's, begun at the lifetime, must take over
+  // from the one watching the lingering group, and nothing may begin a third
+  it.effect.skipIf(!inPidNamespace)(
+    "a shell that lingers past its lifetime is stopped once, by the lifetime, then dropped once (orphans a sleep on purpose: needs the PID namespace of `npm test`)",
+    () =>
+      Effect.gen(function*() {
+        const registry = yield* ShellRegistry
+        const seen = yield* recordEvents(registry)
+        const shell = yield* registry.start({ command: "sleep 300 & echo started" }, { owner })
+        yield* awaitEvent(seen, shell.id, "Lingering")
+        const due = shell.startedAt + Duration.toMillis(lifetime)
+        yield* timerAt(due)
+        yield* advanceTo(due)
+        const killed = yield* ticking(awaitEvent(seen, shell.id, "Killed"))
+        expect(killed.info.status).toMatchObject({ _tag: "Killed", by: "lifetime" })
+        expect(killed.report.members).toBe(1)
+        expect(taggedProcesses(shell.tag)).toEqual([])
+        yield* retentionTimers([killed.info], retention)
+        yield* TestClock.adjust(retention)
+        yield* awaitEvent(seen, shell.id, "Dropped")
+        yield* realSleep(50)
+        expect(eventsOf(seen, shell.id)).toEqual(["Started", "Lingering", "Killed", "Dropped"])
+      }).pipe(Effect.scoped, provideTickingRegistry({ limits: { lifetime, retention } }))
+  )
+
   it.effect("every subscriber sees each shell's Started, then Exited or Killed, then Dropped", () =>
     Effect.gen(function*() {
       const registry = yield* ShellRegistry
