@@ -235,7 +235,11 @@ describe.skipIf(!inPidNamespace)("CorralCommandExecutor: corral's stop (orphans 
       const stock = markedCommand(script)
       const stockLayer = NodeCommandExecutor.layer.pipe(Layer.provide(NodeFileSystem.layer))
       expect(yield* Effect.provide(Command.exitCode(stock.command), stockLayer)).toBe(0)
-      const left = marked(stock.mark)
+      // the child stock left may still be the forked `sh` about to exec `sleep`
+      const left = yield* waitFor("stock's leftover sleep", () => {
+        const found = marked(stock.mark)
+        return found.length > 0 && found.every((p) => p.comm === "sleep") ? found : undefined
+      })
       for (const p of left) process.kill(p.pid, "SIGKILL")
       expect(left.map((p) => p.comm)).toEqual(["sleep"])
     }))

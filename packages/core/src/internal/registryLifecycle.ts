@@ -106,8 +106,8 @@ const linger = ({ shells }: Options, shell: Shell, exit: ExitStatus, members: nu
 /** After the leader's exit, until the group is empty: the shell's natural end. */
 const naturalEnd = (options: Options, shell: Shell, exit: ExitStatus) =>
   Effect.gen(function*() {
-    // a stop under way will empty the group: no need to watch it here
-    if (MutableRef.get(shell.status)._tag === "Stopping") return
+    // a stop under way or over (a kill that settled before this lifecycle began) empties the group: nothing to watch
+    if (!isRunning(MutableRef.get(shell.status))) return
     let members = yield* options.containment.members(shell.group.target)
     while (members > 0) {
       yield* linger(options, shell, exit, members)
