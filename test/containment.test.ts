@@ -13,7 +13,7 @@ import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import type { Backend } from "@corral/core"
+import type { Backend, ShellEvent } from "@corral/core"
 import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "@corral/core"
 // the cgroup file operations themselves, below the public surface
 import * as CellRelease from "../packages/core/src/internal/cellRelease.js"
@@ -26,6 +26,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 
 const bin = fileURLToPath(new URL("../packages/cli/bin/corral.js", import.meta.url))
@@ -492,8 +494,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             yield* waitUntil("the two sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
             scans.count = 0
             const report = yield* group.stop()
-            // unshare, the init, sh and its two sleeps
-            expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, members: 5, survivors: [], signals: { SIGTERM: 1, SIGCONT: 1 } })
+            // sh and its two sleeps: not unshare and the init, which are corral's
+            expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, members: 3, survivors: [], signals: { SIGTERM: 1, SIGCONT: 1 } })
             expect(scans.count, "scans of the process table").toBe(0)
             expect(marked(token), "the namespace's processes when its stop returned").toEqual([])
             yield* staysEmpty(token)
@@ -605,6 +607,48 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           Effect.scoped,
           Effect.provide(ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend))))
         ))
+
+      const registryFor = (backend: Backend) =>
+        ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend)))
+
+      /** The tags of `id`'s events, from its start to its end (Exited or Killed), as a subscriber saw them. */
+      const eventsUntilEnd = (events: Queue.Dequeue<ShellEvent>, id: string) =>
+        Effect.gen(function*() {
+          const seen: Array<ShellEvent> = []
+          while (!seen.some((e) => e._tag === "Exited" || e._tag === "Killed")) {
+            const event = yield* Queue.take(events)
+            if (("id" in event ? event.id : event.info.id) === id) seen.push(event)
+          }
+          return seen
+        }).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => `no end of ${id} in 5 s` }))
+
+      it.live("a registry shell whose command exits with nothing left behind is Exited with its code, never Lingering", () =>
+        Effect.gen(function*() {
+          const registry = yield* ShellRegistry
+          const events = yield* registry.subscribeQueue
+          const info = yield* registry.start({ command: "exit 3" }, { owner: "t" })
+          const seen = yield* eventsUntilEnd(events, info.id)
+          // under pidns, `unshare` and the namespace's init outlive the command a moment: they are not its processes
+          expect(seen.map((e) => e._tag)).toEqual(["Started", "Exited"])
+          expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Exited", code: 3 })
+        }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
+
+      it.live("a registry shell lingers with the count of its command's processes alone, and its kill reports the same count", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const registry = yield* ShellRegistry
+          const info = yield* registry.start({ command: `sleep 6${token} & exit 0` }, { owner: "t" })
+          yield* waitUntil("the sleeper", () => sleeping(token))
+          yield* registry.info(info.id).pipe(
+            Effect.repeat({ until: (now) => now.status._tag === "Lingering", schedule: Schedule.spaced("10 millis") }),
+            Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "not Lingering in 5 s" })
+          )
+          expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Lingering", exit: { _tag: "Exited", code: 0 }, members: 1 })
+          const report = yield* registry.kill(info.id, { owner: "t" })
+          expect(report, JSON.stringify(report)).toMatchObject({ members: 1, survivors: [] })
+          yield* staysEmpty(token)
+        }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
 
       it.live("a shell killed, then dropped to make room, and the registry released at once: its scope is closed, nothing of it kept open", () =>
         Effect.gen(function*() {

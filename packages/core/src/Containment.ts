@@ -93,7 +93,7 @@ const make = (
       members: (target) =>
         Effect.acquireUseRelease(
           MembershipImpl.make(table, [target]),
-          (membership) => Effect.map(membership.scan, () => membership.groups[0]!.live.length),
+          (membership) => Effect.map(membership.scan, () => MembershipImpl.commandsOf(membership.groups[0]!).length),
           (membership) => membership.release
         ),
       reapLeftovers: Effect.provide(reap, context)
@@ -296,7 +296,7 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
   readonly cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>
   /** Stops shells together: TERM, the grace, the kill loop. Any target, whichever backend made it. */
   readonly stop: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
-  /** How many processes of the shell are alive now. */
+  /** How many of the shell's own processes are alive now: not the containment's (a PID namespace's `unshare` and init). */
   readonly members: (target: StopTarget) => Effect.Effect<number>
   /**
    * Stops and removes what dead supervisors of this user and PID namespace

@@ -240,7 +240,7 @@ export const stopGroup = (target: StopTarget, options?: StopOptions) =>
 /** One group's stop as it goes: its members as the membership finds them, and what its report is made of. */
 interface Progress {
   readonly group: Group
-  /** Live members when the stop began. */
+  /** The command's live members when the stop began (see `commandsOf`). */
   readonly members: number
   /** Members that got the first signal: any other found later gets it then. */
   readonly signalled: Set<string>
@@ -333,7 +333,7 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
     }
     yield* signalNewcomers(run)
     yield* pollUntilEmpty(run, began + grace, signalNewcomers, began, resolveSurvivors)
-    for (const p of run.progress) p.killed = p.group.live.length
+    for (const p of run.progress) p.killed = MembershipImpl.commandsOf(p.group).length
     yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
     if (isAnyAlive(run)) yield* membership.scan
     const finished = yield* Clock.currentTimeMillis
@@ -360,7 +360,7 @@ const progressOf = (group: Group, reached: Reached | undefined, first: Signal, b
   const live = group.live.length
   return {
     group,
-    members: reached === undefined ? live : reached.size + group.live.filter((p) => !reached.has(p.pid)).length,
+    members: reached === undefined ? MembershipImpl.commandsOf(group).length : reached.size + group.live.filter((p) => !reached.has(p.pid)).length,
     signalled: new Set(gotIt.map(keyOf)),
     killed: 0,
     emptiedAt: live === 0 ? began : undefined,
@@ -383,7 +383,7 @@ const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>
     const killStarted = yield* Clock.currentTimeMillis
     for (let interval = Duration.toMillis(limits.killInterval); isAnyAlive(run) && (yield* Clock.currentTimeMillis) < until; interval *= 2) {
       yield* run.membership.kill
-      for (const p of run.progress) p.killed = Math.max(p.killed, p.group.live.length)
+      for (const p of run.progress) p.killed = Math.max(p.killed, p.group.struck)
       const nextRound = (yield* Clock.currentTimeMillis) + interval
       yield* pollUntilEmpty(run, Math.min(nextRound, until), undefined, killStarted)
     }

@@ -203,8 +203,8 @@ describe("events", () => {
         yield* advanceTo(due)
         const killed = yield* ticking(awaitEvent(seen, shell.id, "Killed"))
         expect(killed.info.status).toMatchObject({ _tag: "Killed", by: "lifetime" })
-        // the lingering sleep; under pidns also the namespace's `unshare` and init
-        expect(killed.report.members).toBe(killed.info.containment === "pidns" ? 3 : 1)
+        // the lingering sleep: under pidns, not the namespace's `unshare` and init
+        expect(killed.report.members).toBe(1)
         expect(taggedProcesses(shell.tag)).toEqual([])
         yield* retentionTimers([killed.info], retention)
         yield* TestClock.adjust(retention)

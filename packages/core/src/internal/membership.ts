@@ -28,6 +28,7 @@ import type { KeptLookups, ProcessInfo, Signal } from "../ProcessTable.js"
 import type { PidMark } from "./procLinux.js"
 import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
+import * as Pidns from "./pidns.js"
 import { makeKeptFiles } from "./readSmall.js"
 
 /** The backend that held a target. */
@@ -71,6 +72,8 @@ export interface Group {
    * obedient member dies before it is worth three syscalls.
    */
   readonly assumed: Set<number>
+  /** How many of the command's processes (see `commandsOf`) the last kill struck. */
+  struck: number
 }
 
 export interface Membership {
@@ -136,7 +139,8 @@ const makeWith = (
     live: [],
     sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 },
     escaped: new Set(),
-    assumed: new Set(target.cgroup === undefined ? [] : reached.get(target.pgid) ?? [])
+    assumed: new Set(target.cgroup === undefined ? [] : reached.get(target.pgid) ?? []),
+    struck: 0
   }))
   const scanned = groups.filter((g) => g.target.cgroup === undefined)
   const tree = makeTreeIndex(table, scanned)
@@ -392,11 +396,14 @@ const makeKill = (
     }
     const live: Found = new Map(striking.map((g) => [g, g.live]))
     const held = frozen ? live : yield* freeze(live)
+    // counted before the kill: a namespace's own /proc empties as it dies
+    const inNamespace = new Map(whole.flatMap((g) => g.target.pidns ? [[g, namespaceStruck(g)] as const] : []))
     // a cell by group and by pid too, for what `cgroup.kill` misses (a zombie leader whose threads still run)
     yield* signal(toStrike(held, whole), "SIGKILL")
     if (!frozen) yield* signal(scannedOnly(held), "SIGCONT")
     frozen = true
     striking.forEach((g) => (g.live = held.get(g) ?? []))
+    striking.forEach((g) => (g.struck = inNamespace.get(g) ?? commandsOf(g).length))
     whole.forEach((g) => struckWhole.add(g))
   })
 }
@@ -416,6 +423,27 @@ const namespaceInit = (g: Group): ProcessInfo | undefined =>
   g.target.pidns === true
     ? g.live.find((p) => p.ppid === g.target.pgid && p.pgid === g.target.pgid && p.pid !== g.target.pgid && !isGone(p))
     : undefined
+
+/**
+ * The live members that are the command's own: of a PID-namespace shell,
+ * not `unshare` (its leader) nor the namespace's init, which corral put
+ * there and which end on their own once the command's processes have. So a
+ * shell counts the same processes under every backend: a pidns command
+ * that exited with nothing left behind is not lingering in its machinery.
+ */
+export const commandsOf = (g: Group): ReadonlyArray<ProcessInfo> => {
+  if (g.target.pidns !== true) return g.live
+  const init = namespaceInit(g)
+  return g.live.filter((p) => p.pid !== g.target.pgid && p !== init)
+}
+
+/**
+ * How many of the command's processes a namespace held when its init was
+ * struck: those its own /proc lists, less the init. The members a stop
+ * knows of there may be only `unshare` and the init, which every newborn
+ * of a hopper outlives.
+ */
+const namespaceStruck = (g: Group) => Math.max(0, (Pidns.ownProcs(g.target.pgid)?.length ?? commandsOf(g).length + 1) - 1)
 
 const has = (ps: ReadonlyArray<ProcessInfo>, p: ProcessInfo) => ps.some((q) => q.pid === p.pid && q.startTime === p.startTime)
 

@@ -29,7 +29,8 @@ export const ownProcs = (leader: number): ReadonlyArray<number> | undefined => {
 
 /**
  * Whom a first signal to the leader's group reached: `leader` and the
- * processes its namespace listed (`inside`, by the namespace's numbering).
+ * processes its namespace listed (`inside`, by the namespace's numbering);
+ * its size counts the command's alone.
  * A process read later is one of them if its pid in that namespace, the
  * second of its `NSpid` ids (the first is ours, where `/proc` is our own),
  * was listed: one read of its status, once. Its pids are the host's, so
@@ -39,7 +40,8 @@ export const reached = (leader: number, inside: ReadonlyArray<number>): Reached 
   const listed = new Set(inside)
   const known = new Map<number, boolean>([[leader, true]])
   return {
-    size: inside.length + 1,
+    // the command's processes: not the init (1 there), nor `unshare` outside (see `Membership.commandsOf`)
+    size: inside.length - 1,
     has: (pid) => {
       let got = known.get(pid)
       if (got === undefined) {
