@@ -485,6 +485,20 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         }).pipe(Effect.provide(layerFor(backend))))
 
       if (backend === "pidns") {
+        it.scopedLive("a stop at once after the start counts the shell's processes, not the host's: its /proc may not be mounted yet", () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            yield* Effect.addFinalizer(() => killMarked(token))
+            // the host's /proc, which the leader's root shows until `unshare --mount-proc` has mounted the namespace's
+            const host = fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).length
+            for (let round = 0; round < 5; round++) {
+              const report = yield* Effect.scoped(Effect.flatMap(ProcessGroup.spawn({ command: ["sleep", `6${token}`] }), (group) => group.stop()))
+              expect(report.members, `${JSON.stringify(report)} (the host lists ${host})`).toBeLessThanOrEqual(1)
+              expect(report.survivors).toEqual([])
+            }
+            yield* staysEmpty(token)
+          }).pipe(Effect.provide(layerFor(backend))))
+
         const scans = { count: 0 }
         it.scopedLive("an obedient shell's stop is one signal to its group and no scan: the namespace's own /proc counts it, its leader's exit ends it", () =>
           Effect.gen(function*() {

@@ -92,7 +92,7 @@ describe.skipIf(!canMakeReadOnly)(`corral mcp where nothing can be written ${rea
       const server = yield* mcpServer(["--grace", "300ms"], env)
       const started = yield* server.call("bash", { command: "sleep 30 & wait", run_in_background: true })
       expect(started.isError).toBe(false)
-      yield* eventually("the shell to run", () => server.leftovers().length === 2)
+      yield* eventually("the shell's sleep to run", () => server.sleeping() === 1)
       const warning = server.stderr().split("\n").find((l) => l.includes("cannot use the state directory"))
       expect(warning).toContain(`cannot use the state directory ${named}: `)
       expect(warning).toContain("Set CORRAL_STATE_DIR to a writable directory of your own. ")

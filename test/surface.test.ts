@@ -98,7 +98,7 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       yield* waitFor("live ticks", () => (/tick 30\n/.test(following.stdout()) ? true : undefined))
       const stopped = yield* corral(dir, ["stop", b.id(1)])
       expect(stopped.code).toBe(0)
-      expect(stopped.stdout).toMatch(new RegExp(`^${b.id(1)} \\(i=0; while .*\\): stopped group ${b.shells[0]!.pid} \\((?:cgroup|procScan)\\) in \\d+ms: SIGTERM sufficed, \\d+ process(es)?\\n$`))
+      expect(stopped.stdout).toMatch(new RegExp(`^${b.id(1)} \\(i=0; while .*\\): stopped group ${b.shells[0]!.pid} \\((?:cgroup|pidns|procScan)\\) in \\d+ms: SIGTERM sufficed, \\d+ process(es)?\\n$`))
       const followed = yield* following.finished
       expect(followed.code).toBe(0)
       const ticks = followed.stdout.trimEnd().split("\n")
@@ -191,9 +191,9 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       expect(done.code).toBe(0)
       const lines = done.stdout.trimEnd().split("\n").sort()
       expect(lines).toHaveLength(3)
-      expect(lines.find((l) => l.startsWith(`${a.id(1)} `))).toMatch(/: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed/)
-      expect(lines.find((l) => l.startsWith(`${a.id(2)} `))).toMatch(/: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: escalated to SIGKILL/)
-      expect(lines.find((l) => l.startsWith(`${b.id(1)} `))).toMatch(/: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 3 processes/)
+      expect(lines.find((l) => l.startsWith(`${a.id(1)} `))).toMatch(/: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: SIGTERM sufficed/)
+      expect(lines.find((l) => l.startsWith(`${a.id(2)} `))).toMatch(/: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: escalated to SIGKILL/)
+      expect(lines.find((l) => l.startsWith(`${b.id(1)} `))).toMatch(/: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: SIGTERM sufficed, 3 processes/)
       expect(carrying(tagsOf(a))).toEqual([])
       expect(carrying(tagsOf(b))).toEqual([])
 
@@ -275,7 +275,7 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
 
       const stopped = yield* corral(dir, ["stop", doomed.id(1)])
       expect(stopped.code).toBe(0)
-      expect(stopped.stdout).toMatch(new RegExp(`^${doomed.id(1)} \\(orphaned, sleep 60\\): stopped group ${doomed.shells[0]!.pid} \\((?:cgroup|procScan)\\) in \\d+ms: SIGTERM sufficed`))
+      expect(stopped.stdout).toMatch(new RegExp(`^${doomed.id(1)} \\(orphaned, sleep 60\\): stopped group ${doomed.shells[0]!.pid} \\((?:cgroup|pidns|procScan)\\) in \\d+ms: SIGTERM sufficed`))
       expect(carrying(doomed.shells[0]!.tag)).toEqual([])
       expect(isAlive(doomed.shells[1]!.pid)).toBe(true)
 

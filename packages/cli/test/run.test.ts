@@ -369,14 +369,14 @@ describe("corral run: --verbose", () => {
       const result = yield* runToEnd(["--verbose", "--timeout", "200ms", "sleep", "30"])
       expect(result.code).toBe(124)
       expect(result.stderr).toMatch(
-        /^corral: timed out after 200ms: stopping group (\d+)\ncorral: stopped group \1 \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/
+        /^corral: timed out after 200ms: stopping group (\d+)\ncorral: stopped group \1 \((?:cgroup|pidns|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/
       )
     }))
 
   it.scopedLive("says so when CMD left nothing behind", () =>
     Effect.gen(function*() {
       const result = yield* runToEnd(["-v", "true"])
-      expect(result.stderr).toMatch(/^corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: nothing was left running\n$/)
+      expect(result.stderr).toMatch(/^corral: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: nothing was left running\n$/)
     }))
 })
 
@@ -391,7 +391,7 @@ orphaning("corral run: whole groups (orphans processes, so needs the PID namespa
       const result = yield* run.finished
       // the leader needed SIGKILL: 128+9, as timeout(1) reports it
       expect(result.code).toBe(137)
-      expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: escalated to SIGKILL for \d+ of 3 processes\n$/)
+      expect(result.stderr).toMatch(/corral: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: escalated to SIGKILL for \d+ of 3 processes\n$/)
       expect(carrying(shellId)).toEqual([])
     }))
 
@@ -401,7 +401,7 @@ orphaning("corral run: whole groups (orphans processes, so needs the PID namespa
       const shellId = yield* run.shellId
       const result = yield* run.finished
       expect(result.code).toBe(0)
-      expect(result.stderr).toMatch(/^corral: stopped group \d+ \((?:cgroup|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/)
+      expect(result.stderr).toMatch(/^corral: stopped group \d+ \((?:cgroup|pidns|procScan)\) in \d+ms: SIGTERM sufficed, 1 process\n$/)
       expect(carrying(shellId)).toEqual([])
     }))
 

@@ -325,8 +325,9 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
       first,
       resolveAfter: resolveAfter(grace)
     }
-    // a group reached at once gets nothing more by group: its other members are newcomers, signalled each
-    const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid))
+    // a group reached at once gets nothing more by group: its other members are newcomers, signalled each;
+    // nor does one where only a namespace's `unshare` and init are left: they end by themselves, and ignore it
+    const byGroup = membership.groups.filter((g) => !atOnce.has(g.target.pgid) && MembershipImpl.commandsOf(g).length > 0)
     if (byGroup.length > 0) {
       yield* membership.signal(run.first, byGroup)
       yield* membership.signal("SIGCONT", byGroup)

@@ -30,6 +30,7 @@ import {
   ownShellPrefix,
   recordEvents,
   registryLayer,
+  commandProcesses,
   taggedProcesses,
   tempStateDir
 } from "./fixtures/registry/harness.js"
@@ -329,7 +330,7 @@ describe("status", () => {
         const lingering = yield* awaitStatus(shell.id, "Lingering")
         expect(lingering).toEqual({ _tag: "Lingering", exit: { _tag: "Exited", code: 0 }, members: 2 })
         // the two background children (each may still be a forked `sh` about to exec `sleep`)
-        expect(taggedProcesses(shell.tag)).toHaveLength(2)
+        expect(commandProcesses(shell)).toHaveLength(2)
         const report = yield* registry.kill(shell.id, { owner })
         expect(report.members).toBe(2)
         expect(yield* statusOf(shell.id)).toMatchObject({ _tag: "Killed", by: "request" })
@@ -435,7 +436,8 @@ describe("no leftovers", () => {
         const registry = yield* ShellRegistry
         const shells = yield* Effect.forEach([1, 2, 3], () => registry.start({ command: "echo up; exec sleep 300" }, { owner }))
         for (const shell of shells) yield* registry.output(shell.id, { waitFor: "^up$", waitMs: 10_000 })
-        for (const shell of shells) expect(taggedProcesses(shell.tag).map((p) => p.pid)).toEqual([shell.pid])
+        // the command (under pidns, its `unshare` and init carry the tag too)
+        for (const shell of shells) expect(commandProcesses(shell).map((p) => p.comm)).toEqual(["sleep"])
         return shells.map((s) => s.tag)
       }).pipe(Effect.provide(registryLayer()))
       for (const tag of tags) expect(taggedProcesses(tag)).toEqual([])

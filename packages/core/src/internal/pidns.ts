@@ -12,12 +12,17 @@ import { statusIds } from "./procForeign.js"
  * The pids, as the namespace numbers them, that the /proc `unshare
  * --mount-proc` mounted in it lists, reached through the root of `leader`
  * (`unshare`, which shares that mount namespace); undefined where it cannot
- * be read (the leader is gone, or this user may not look into it).
+ * be read (the leader is gone, or this user may not look into it), and
+ * until it is mounted: the leader's root shows our own /proc until then,
+ * and a stop at once after a start, as nobody, took the host's 460
+ * processes for the shell's.
  */
 export const ownProcs = (leader: number): ReadonlyArray<number> | undefined => {
   try {
+    const proc = `/proc/${leader}/root/proc`
+    if (withDescriptor(() => fs.statSync(proc).dev) === ourProc()) return undefined
     const pids: Array<number> = []
-    for (const name of withDescriptor(() => fs.readdirSync(`/proc/${leader}/root/proc`))) {
+    for (const name of withDescriptor(() => fs.readdirSync(proc))) {
       const pid = Number(name)
       if (Number.isInteger(pid) && pid > 0) pids.push(pid)
     }
@@ -26,6 +31,10 @@ export const ownProcs = (leader: number): ReadonlyArray<number> | undefined => {
     return undefined
   }
 }
+
+/** The device of our own /proc: another mount of it (a namespace's) has one of its own. */
+const ourProc = (): number => (ourProcDev ??= fs.statSync("/proc").dev)
+let ourProcDev: number | undefined
 
 /**
  * Whom a first signal to the leader's group reached: `leader` and the
