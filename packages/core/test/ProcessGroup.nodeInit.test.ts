@@ -13,8 +13,11 @@ import * as Schema from "effect/Schema"
 
 const fixture = fileURLToPath(new URL("./fixtures/zombies-under-node-init.mjs", import.meta.url))
 
-// Creating a PID namespace needs root (or user namespaces) and unshare(1).
-const canUnshare = spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" }).status === 0
+// Creating a PID namespace needs unshare(1) and root, or else a user namespace of one's own, as the pidns backend makes
+const unshareArgs = [...(process.getuid?.() === 0 ? [] : ["--user", "--map-current-user"]), "--pid", "--fork", "--mount-proc"]
+const canUnshare = spawnSync("unshare", [...unshareArgs, "true"], { stdio: "ignore" }).status === 0
+// the zombies must be Node's, as PID 1: not a pidns shell's own init's (auto's pick where no cgroup is writable)
+const fixtureEnv = process.getuid?.() === 0 ? process.env : { ...process.env, CORRAL_CONTAINMENT: "procScan" }
 
 /** The fixture's last line. */
 const FixtureResult = Schema.Struct({
@@ -27,13 +30,13 @@ const FixtureResult = Schema.Struct({
 const decodeResult = Schema.decodeUnknownEither(Schema.parseJson(FixtureResult))
 
 const runFixture = Effect.async<typeof FixtureResult.Type, Error>((resume) => {
-  execFile("unshare", ["--pid", "--fork", "--mount-proc", process.execPath, fixture], { timeout: 20_000 }, (error, stdout, stderr) => {
+  execFile("unshare", [...unshareArgs, process.execPath, fixture], { timeout: 20_000, env: fixtureEnv }, (error, stdout, stderr) => {
     if (error) return resume(Effect.fail(new Error(`fixture failed: ${error.message}\n${stderr}`)))
     resume(Effect.mapError(decodeResult(stdout.trim().split("\n").at(-1)!), (e) => new Error(`${e.message}: ${stdout}`)))
   })
 })
 
-describe("ProcessGroup under Node as PID 1", () => {
+describe("ProcessGroup under Node as PID 1 (needs unshare, and root or user namespaces)", () => {
   it.live.skipIf(!canUnshare)("stops a group that dies into unreaped zombies without waiting for the grace", () =>
     Effect.gen(function*() {
       const result = yield* runFixture
