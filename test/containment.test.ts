@@ -636,7 +636,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           return seen
         }).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => `no end of ${id} in 5 s` }))
 
-      it.live("a registry shell whose command exits with nothing left behind is Exited with its code, never Lingering", () =>
+      it.live("a registry shell whose command exits with nothing left behind is Exited with its code, never Lingering, and nothing is signalled", () =>
         Effect.gen(function*() {
           const registry = yield* ShellRegistry
           const events = yield* registry.subscribeQueue
@@ -645,6 +645,9 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           // under pidns, `unshare` and the namespace's init outlive the command a moment: they are not its processes
           expect(seen.map((e) => e._tag)).toEqual(["Started", "Exited"])
           expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Exited", code: 3 })
+          // a kill after the end returns the report of that end: nothing was signalled, not even pidns's machinery
+          const report = yield* registry.kill(info.id, { owner: "t" })
+          expect(report, JSON.stringify(report)).toMatchObject({ members: 0, escalated: false, signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 } })
         }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
 
       it.live("a registry shell lingers with the count of its command's processes alone, and its kill reports the same count", () =>
@@ -662,6 +665,19 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const report = yield* registry.kill(info.id, { owner: "t" })
           expect(report, JSON.stringify(report)).toMatchObject({ members: 1, survivors: [] })
           yield* staysEmpty(token)
+        }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
+
+      it.live("a lingering registry shell whose last process ends by itself is Exited with its command's code, and nothing was signalled", () =>
+        Effect.gen(function*() {
+          const registry = yield* ShellRegistry
+          const events = yield* registry.subscribeQueue
+          const info = yield* registry.start({ command: "sleep 0.3 & exit 5" }, { owner: "t" })
+          const seen = yield* eventsUntilEnd(events, info.id)
+          expect(seen.map((e) => e._tag)).toEqual(["Started", "Lingering", "Exited"])
+          expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Exited", code: 5 })
+          // a kill after the end returns the report of that end: its stop found nothing of the command to signal
+          const report = yield* registry.kill(info.id, { owner: "t" })
+          expect(report, JSON.stringify(report)).toMatchObject({ members: 0, escalated: false, signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 } })
         }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
 
       it.live("a shell killed, then dropped to make room, and the registry released at once: its scope is closed, nothing of it kept open", () =>
