@@ -9,7 +9,7 @@
 // iteration the runner counts the live processes and corral cgroups left, the
 // descriptors it leaked and its memory. Prints the matrix; exits 1 on any
 // leak or failure.
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -20,6 +20,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { pidnsFlags } from "../scripts/pidns-flags.mjs"
 import { scenarios } from "./soak/scenarios/index.mjs"
 
 const MiB = 2 ** 20
@@ -114,8 +115,9 @@ const selected = scenarios.flatMap((scenario) =>
     .map((backend) => ({ scenario, backend, id: `${scenario.id}@${backend}` }))
 )
 
-const canNamespace = !args["no-pidns"] &&
-  spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" }).status === 0
+// as root a plain PID namespace; as anyone else, one owned by a user namespace of their own uid
+const namespaceFlags = args["no-pidns"] ? undefined : pidnsFlags()
+const canNamespace = namespaceFlags !== undefined
 const floodBytes = iterations <= 3 ? GiB : 4 * GiB
 const runnerPath = new URL("./soak/runner.mjs", import.meta.url).pathname
 const resultsDir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-soak-results-"))
@@ -124,7 +126,7 @@ console.log(`corral soak: ${iterations} iteration(s) per scenario, ${selected.le
 console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)}, Node ${process.version}`)
 console.log(
   canNamespace
-    ? "isolation: one PID namespace per scenario (unshare --pid --fork --mount-proc), runner = non-reaping PID 1"
+    ? `isolation: one PID namespace per scenario (unshare ${namespaceFlags.join(" ")}), runner = non-reaping PID 1`
     : "isolation: NONE. No PID namespace (unshare not permitted, or --no-pidns): scenarios that orphan processes are SKIPPED, leftovers are counted by CORRAL_SHELL_ID and the scenarios' argv/environment tokens only, corral cgroups not at all"
 )
 const ran = available.filter((b) => selected.some((row) => row.backend === b))
@@ -143,7 +145,7 @@ const runScenario = ({ scenario, backend, id }) =>
     const resultFile = path.join(resultsDir, `${id}.json`)
     const runner = [process.execPath, "--expose-gc", runnerPath, "--scenario", scenario.id, "--backend", backend, "--iterations", String(iterations), "--flood-bytes", String(floodBytes), "--result", resultFile]
     const [command, argv] = canNamespace
-      ? ["unshare", ["--pid", "--fork", "--mount-proc", "--kill-child", ...runner, "--pidns"]]
+      ? ["unshare", [...namespaceFlags, "--kill-child", ...runner, "--pidns"]]
       : [runner[0], runner.slice(1)]
     const began = performance.now()
     const child = spawn(command, argv, { stdio: ["ignore", "inherit", "inherit"] })

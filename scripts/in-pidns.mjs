@@ -6,22 +6,14 @@
 // command is the namespace's own non-reaping PID 1.
 // Sets CORRAL_TEST_PIDNS=1 inside, so tests that orphan on purpose can tell.
 import { spawnSync } from "node:child_process"
+import { pidnsFlags } from "./pidns-flags.mjs"
 
 const [cmd, ...args] = process.argv.slice(2)
 if (!cmd) {
   console.error("usage: node scripts/in-pidns.mjs CMD [ARGS...]")
   process.exit(125)
 }
-// root makes a plain PID namespace; anyone else, where unprivileged user
-// namespaces are allowed, one owned by a user namespace that maps only
-// their own uid, so they keep exactly their permissions inside
-const flavours = [
-  ["--pid", "--fork", "--mount-proc"],
-  ["--user", "--map-current-user", "--pid", "--fork", "--mount-proc"]
-]
-const flavour = process.env.CORRAL_TEST_PIDNS === "1"
-  ? undefined
-  : flavours.find((flags) => spawnSync("unshare", [...flags, "true"], { stdio: "ignore" }).status === 0)
+const flavour = process.env.CORRAL_TEST_PIDNS === "1" ? undefined : pidnsFlags()
 const canNamespace = flavour !== undefined
 const env = { ...process.env, CORRAL_TEST_PIDNS: canNamespace ? "1" : (process.env.CORRAL_TEST_PIDNS ?? "0") }
 if (!canNamespace && env.CORRAL_TEST_PIDNS !== "1") {
