@@ -604,6 +604,36 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* Scope.close(scope, Exit.void)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      const registryLayer = ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend)))
+
+      /** The tags of `id`'s events, from its start to its end (Exited or Killed), as a subscriber saw them. */
+      const eventsUntilEnd = (events: Queue.Dequeue<ShellEvent>, id: string) =>
+        Effect.gen(function*() {
+          const seen: Array<ShellEvent> = []
+          while (!seen.some((e) => e._tag === "Exited" || e._tag === "Killed")) {
+            const event = yield* Queue.take(events)
+            if (("id" in event ? event.id : event.info.id) === id) seen.push(event)
+          }
+          return seen
+        }).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => `no end of ${id} in 5 s` }))
+
+      /**
+       * A registry shell that runs `command` to its own end: its events until then are `tags`, its
+       * status is Exited with `code`, and a kill after that end returns the report of the end, in
+       * which nothing was signalled (not even a pidns shell's `unshare` and init).
+       */
+      const endsByItself = (command: string, tags: ReadonlyArray<ShellEvent["_tag"]>, code: number) =>
+        Effect.gen(function*() {
+          const registry = yield* ShellRegistry
+          const events = yield* registry.subscribeQueue
+          const info = yield* registry.start({ command }, { owner: "t" })
+          const seen = yield* eventsUntilEnd(events, info.id)
+          expect(seen.map((e) => e._tag)).toEqual(tags)
+          expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Exited", code })
+          const report = yield* registry.kill(info.id, { owner: "t" })
+          expect(report, JSON.stringify(report)).toMatchObject({ members: 0, escalated: false, signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 } })
+        }).pipe(Effect.scoped, Effect.provide(registryLayer))
+
       it.live("an interrupted registry kill does not wedge the shell: a later kill answers", () =>
         Effect.gen(function*() {
           const token = newToken()
@@ -617,38 +647,11 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           expect(report.escalated).toBe(true)
           expect((yield* registry.info(info.id)).status._tag).toBe("Killed")
           expect(marked(token)).toEqual([])
-        }).pipe(
-          Effect.scoped,
-          Effect.provide(ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend))))
-        ))
-
-      const registryFor = (backend: Backend) =>
-        ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(layerFor(backend)))
-
-      /** The tags of `id`'s events, from its start to its end (Exited or Killed), as a subscriber saw them. */
-      const eventsUntilEnd = (events: Queue.Dequeue<ShellEvent>, id: string) =>
-        Effect.gen(function*() {
-          const seen: Array<ShellEvent> = []
-          while (!seen.some((e) => e._tag === "Exited" || e._tag === "Killed")) {
-            const event = yield* Queue.take(events)
-            if (("id" in event ? event.id : event.info.id) === id) seen.push(event)
-          }
-          return seen
-        }).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => `no end of ${id} in 5 s` }))
+        }).pipe(Effect.scoped, Effect.provide(registryLayer)))
 
       it.live("a registry shell whose command exits with nothing left behind is Exited with its code, never Lingering, and nothing is signalled", () =>
-        Effect.gen(function*() {
-          const registry = yield* ShellRegistry
-          const events = yield* registry.subscribeQueue
-          const info = yield* registry.start({ command: "exit 3" }, { owner: "t" })
-          const seen = yield* eventsUntilEnd(events, info.id)
-          // under pidns, `unshare` and the namespace's init outlive the command a moment: they are not its processes
-          expect(seen.map((e) => e._tag)).toEqual(["Started", "Exited"])
-          expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Exited", code: 3 })
-          // a kill after the end returns the report of that end: nothing was signalled, not even pidns's machinery
-          const report = yield* registry.kill(info.id, { owner: "t" })
-          expect(report, JSON.stringify(report)).toMatchObject({ members: 0, escalated: false, signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 } })
-        }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
+        // under pidns, `unshare` and the namespace's init outlive the command a moment: they are not its processes
+        endsByItself("exit 3", ["Started", "Exited"], 3))
 
       it.live("a registry shell lingers with the count of its command's processes alone, and its kill reports the same count", () =>
         Effect.gen(function*() {
@@ -665,20 +668,10 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const report = yield* registry.kill(info.id, { owner: "t" })
           expect(report, JSON.stringify(report)).toMatchObject({ members: 1, survivors: [] })
           yield* staysEmpty(token)
-        }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
+        }).pipe(Effect.scoped, Effect.provide(registryLayer)))
 
       it.live("a lingering registry shell whose last process ends by itself is Exited with its command's code, and nothing was signalled", () =>
-        Effect.gen(function*() {
-          const registry = yield* ShellRegistry
-          const events = yield* registry.subscribeQueue
-          const info = yield* registry.start({ command: "sleep 0.3 & exit 5" }, { owner: "t" })
-          const seen = yield* eventsUntilEnd(events, info.id)
-          expect(seen.map((e) => e._tag)).toEqual(["Started", "Lingering", "Exited"])
-          expect((yield* registry.info(info.id)).status).toEqual({ _tag: "Exited", code: 5 })
-          // a kill after the end returns the report of that end: its stop found nothing of the command to signal
-          const report = yield* registry.kill(info.id, { owner: "t" })
-          expect(report, JSON.stringify(report)).toMatchObject({ members: 0, escalated: false, signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 } })
-        }).pipe(Effect.scoped, Effect.provide(registryFor(backend))))
+        endsByItself("sleep 0.3 & exit 5", ["Started", "Lingering", "Exited"], 5))
 
       it.live("a shell killed, then dropped to make room, and the registry released at once: its scope is closed, nothing of it kept open", () =>
         Effect.gen(function*() {

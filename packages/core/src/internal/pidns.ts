@@ -20,7 +20,7 @@ import { statusIds } from "./procForeign.js"
 export const ownProcs = (leader: number): ReadonlyArray<number> | undefined => {
   try {
     const proc = `/proc/${leader}/root/proc`
-    if (withDescriptor(() => fs.statSync(proc).dev) === ourProc()) return undefined
+    if (fs.statSync(proc).dev === ourProc()) return undefined
     const pids: Array<number> = []
     for (const name of withDescriptor(() => fs.readdirSync(proc))) {
       const pid = Number(name)
