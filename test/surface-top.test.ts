@@ -18,7 +18,9 @@ const inTerminal = hasTmux && inPidNamespace ? describe : describe.skip
 const terminal = (command: string, size = { columns: 100, rows: 20 }) =>
   Effect.gen(function*() {
     const server = `corral-test-${randomBytes(4).toString("hex")}`
-    const tmux = (...args: ReadonlyArray<string>) => execFileSync("tmux", ["-L", server, "-f", "/dev/null", ...args], { encoding: "utf8" })
+    // tmux runs the pane's command with $SHELL, else the user's login shell: nobody's is nologin, which ends the pane and the server at once
+    const tmux = (...args: ReadonlyArray<string>) =>
+      execFileSync("tmux", ["-L", server, "-f", "/dev/null", ...args], { encoding: "utf8", env: { ...process.env, SHELL: "/bin/sh" } })
     yield* Effect.acquireRelease(
       Effect.sync(() => tmux("new-session", "-d", "-x", String(size.columns), "-y", String(size.rows), command)),
       () => Effect.sync(() => tmux("kill-server"))
