@@ -20,6 +20,7 @@ import * as CellRelease from "../packages/core/src/internal/cellRelease.js"
 import * as Cgroup from "../packages/core/src/internal/cgroup.js"
 import { makeKeptFiles } from "../packages/core/src/internal/readSmall.js"
 import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -130,6 +131,77 @@ const marked = (token: string): Array<number> =>
       return false
     }
   })
+
+/**
+ * Processes with a live thread whose command line holds the token, read
+ * thread by thread: once its main thread has ended, a process reads as a
+ * zombie with no command line, and only its other threads show what it is.
+ */
+const threadsMarked = (token: string): Array<number> =>
+  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
+    if (pid === process.pid) return false
+    try {
+      return fs.readdirSync(`/proc/${pid}/task`).some((tid) =>
+        !/^\S+ \(.*\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "latin1")) &&
+        fs.readFileSync(`/proc/${pid}/task/${tid}/cmdline`, "latin1").includes(token)
+      )
+    } catch {
+      return false
+    }
+  })
+
+/** Of those, the ones whose main thread has ended: their leader is a zombie. */
+const zombieLeadersMarked = (token: string) =>
+  threadsMarked(token).filter((pid) => {
+    try {
+      return /^\S+ \(.*\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+    } catch {
+      return false
+    }
+  })
+
+/**
+ * Ignores SIGTERM, starts a thread, then ends its main thread alone
+ * (`pthread_exit`): the process lives on as a zombie leader with a running
+ * thread, which `cgroup.kill` does not end (seen on Linux 6.18) and a
+ * SIGKILL to its pid does.
+ */
+const zombieLeader = (token: string) =>
+  `python3 -c 'import ctypes, signal, threading, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); ` +
+  `threading.Thread(target=time.sleep, args=(600,)).start(); ctypes.CDLL(None).pthread_exit(None)' ${token}`
+
+const hasPython = spawnSync("python3", ["-c", "import ctypes"], { stdio: "ignore" }).status === 0
+
+/** Where a cgroup v1 freezer is mounted (a hybrid layout, as here), if it is. */
+const v1Freezer = fs.readFileSync("/proc/self/mountinfo", "latin1").split("\n")
+  .find((line) => / - cgroup \S+ \S*\bfreezer\b/.test(line))?.split(" ")[4]
+
+/** A v1 freezer holds a process in state D, where a SIGKILL waits until it is thawed: a member no signal ends. Root only. */
+const canFreezeUnkillable = process.getuid?.() === 0 && v1Freezer !== undefined
+
+/**
+ * Freezes `pid` in a v1 freezer cgroup of its own: it ignores every signal,
+ * SIGKILL included, until thawed. With the scope, it is killed and thawed,
+ * so it ends, and its freezer cgroup is removed.
+ */
+const frozenUnkillable = (pid: number) =>
+  Effect.acquireRelease(
+    Effect.gen(function*() {
+      const dir = path.join(v1Freezer!, `corral-test-${pid}`)
+      fs.mkdirSync(dir)
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), String(pid))
+      fs.writeFileSync(path.join(dir, "freezer.state"), "FROZEN")
+      yield* waitUntil("the freeze", () => fs.readFileSync(path.join(dir, "freezer.state"), "latin1").trim() === "FROZEN")
+      return dir
+    }),
+    (dir) =>
+      Effect.gen(function*() {
+        safeKill(pid, "SIGKILL")
+        fs.writeFileSync(path.join(dir, "freezer.state"), "THAWED")
+        yield* waitUntil("the thawed process's end", () => fs.readFileSync(path.join(dir, "cgroup.procs"), "latin1").trim() === "")
+        fs.rmdirSync(dir)
+      }).pipe(Effect.orDie)
+  )
 
 const sidOf = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.split(" ")[3])
 
@@ -451,6 +523,39 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive.skipIf(!hasPython)("stops a TERM-ignoring process whose main thread ended while another runs (needs python3): a zombie leader cgroup.kill misses", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => Effect.sync(() => threadsMarked(token).forEach((pid) => safeKill(pid, "SIGKILL"))))
+          const group = yield* ProcessGroup.spawn({ command: `trap '' TERM; ${zombieLeader(token)} & wait` })
+          yield* waitUntil("the main thread's end", () => zombieLeadersMarked(token).length === 1)
+          const report = yield* group.stop()
+          expect(report.escalated).toBe(true)
+          expect(threadsMarked(token), "a thread outlived the stop").toEqual([])
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive.skipIf(!canFreezeUnkillable)(
+        "a member no signal ends (frozen by a cgroup v1 freezer: needs root) does not wedge the stop nor the scope's close; both end, the stop naming it",
+        () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            const warnings = yield* warningsSeen
+            const scope = yield* Scope.make()
+            const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & wait` }).pipe(Scope.extend(scope))
+            yield* waitUntil("the sleeper", () => sleeping(token))
+            yield* frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!)
+            const stopped = yield* group.stop().pipe(Effect.timeout(Duration.millis(GRACE + 3_000)), Effect.option)
+            expect(Option.isSome(stopped), "the stop ended within grace + 1 s (+ 2 s of slack)").toBe(true)
+            const report = Option.getOrThrow(stopped)
+            expect(report.escalated, JSON.stringify(report)).toBe(true)
+            expect(report.survivors.length, JSON.stringify(report)).toBeGreaterThan(0)
+            // closed as a registry's shutdown closes it, uninterruptibly; awaited from outside, so a close that never ends fails here
+            const closing = yield* Effect.fork(Effect.uninterruptible(Scope.close(scope, Exit.void)))
+            const closed = yield* Fiber.await(closing).pipe(Effect.timeout(Duration.seconds(5)), Effect.option)
+            expect(Option.isSome(closed), `the scope's close ended within 5 s; warnings: ${warnings.join("; ")}`).toBe(true)
+          }).pipe(Effect.provide(layerFor(backend)))
+      )
+
       it.scopedLive("a stop at once after the spawn reaches the command: it ends on SIGTERM, with no grace run out", () =>
         Effect.gen(function*() {
           const token = newToken()
@@ -633,6 +738,24 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const report = yield* registry.kill(info.id, { owner: "t" })
           expect(report, JSON.stringify(report)).toMatchObject({ members: 0, escalated: false, signals: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 } })
         }).pipe(Effect.scoped, Effect.provide(registryLayer))
+
+      it.live.skipIf(!canFreezeUnkillable)(
+        "a crash-safe registry's release ends with a shell whose member no signal ends (frozen: needs root): its stop, the cell's release and the watcher's are each bounded",
+        () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            const stateDir = yield* tempDir("corral-frozen-")
+            const scope = yield* Scope.make()
+            const layer = ShellRegistry.layer({ name: "frozen", crashSafety: true, stateDir }).pipe(Layer.provide(layerFor(backend)))
+            const registry = Context.get(yield* Layer.buildWithScope(layer, scope), ShellRegistry)
+            yield* registry.start({ command: `sleep 6${token} & wait` }, { owner: "t" })
+            yield* waitUntil("the sleeper", () => sleeping(token))
+            yield* frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!)
+            const releasing = yield* Effect.fork(Scope.close(scope, Exit.void))
+            const released = yield* Fiber.await(releasing).pipe(Effect.timeout(Duration.seconds(10)), Effect.option)
+            expect(Option.isSome(released), "the registry's release ended within 10 s").toBe(true)
+          }).pipe(Effect.scoped)
+      )
 
       it.live("an interrupted registry kill does not wedge the shell: a later kill answers", () =>
         Effect.gen(function*() {

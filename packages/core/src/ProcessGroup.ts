@@ -26,6 +26,7 @@ import { Limits } from "./Limits.js"
 import type { LimitsShape } from "./Limits.js"
 import type { KeptFiles } from "./internal/readSmall.js"
 import { makeKeptFiles } from "./internal/readSmall.js"
+import { bounded } from "./internal/bounded.js"
 import * as Cgroup from "./internal/cgroup.js"
 import * as Pidns from "./internal/pidns.js"
 import * as Executable from "./internal/executable.js"
@@ -421,6 +422,10 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, fo
     child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
     child.stderr?.on("data", (bytes: Uint8Array) => output.append("stderr", bytes))
   }
+  // a reader that is gone (EPIPE) is the command's business: a writer hears of it while it writes (its own
+  // listener, its write's callback), and one interrupted with a write in flight hears nothing, where an
+  // 'error' with no listener would end this process (a pipeline's feeder when `head` has had enough)
+  child.stdin?.on("error", () => undefined)
   child.stdio[3]?.on("data", reportReader({ exited, forked }))
   child.once("exit", (code, signal) => exited(toExitStatus(code, signal)))
   // `close` waits for every holder of the pipes; only output completeness depends on it
@@ -435,8 +440,6 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, fo
       Effect.async<boolean>((resume) => {
         const stdin = child.stdin
         if (stdin === null || !stdin.writable) return resume(Effect.succeed(false))
-        // a reader that is gone (EPIPE) is the shell's business, not the writer's
-        stdin.once("error", () => undefined)
         const done = () => {
           if (eof === true) stdin.end(() => resume(Effect.succeed(true)))
           else resume(Effect.succeed(true))
@@ -613,7 +616,7 @@ const REAPED_WITHIN_MS = 100
 
 const drained = (closed: Deferred.Deferred<void>) =>
   Effect.flatMap(Deferred.isDone(closed), (done) =>
-    done ? Effect.void : Deferred.await(closed).pipe(Effect.interruptible, Effect.timeout(Duration.millis(200)), Effect.ignore))
+    done ? Effect.void : Effect.asVoid(bounded(Deferred.await(closed), Duration.millis(200))))
 
 /** What a stop reads of the group's cell before its stop proper (see `GroupStop.firstLook`). */
 type Look = Pick<StopState, "begin" | "moveIn" | "onLeaderExit" | "emptied" | "unpopulated" | "listed">
@@ -810,14 +813,13 @@ const assemble = (
  * wait out the grace.
  */
 const leadsItsSession = (table: ProcessTable["Type"], pid: number): Effect.Effect<void> =>
-  table.lookup(pid).pipe(
-    Effect.repeat({
+  Effect.asVoid(bounded(
+    Effect.repeat(table.lookup(pid), {
       schedule: Schedule.spaced(Duration.millis(1)),
       until: Option.match({ onNone: () => true, onSome: (p) => p.sid === pid || isGone(p) })
     }),
-    Effect.timeout(Duration.seconds(1)),
-    Effect.ignore
-  )
+    Duration.seconds(1)
+  ))
 
 /** Spawns `spec` in a new group; closing the scope stops the group. */
 export const spawn = Effect.fn("ProcessGroup.spawn")(function*(spec: SpawnSpec) {
@@ -894,10 +896,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const leaderStartTime = tty ? Effect.succeed(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = forked !== undefined
-    ? Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)].map(Effect.interruptible)).pipe(
-      Effect.timeout(Duration.seconds(1)),
-      Effect.ignore
-    )
+    ? Effect.asVoid(bounded(Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)]), Duration.seconds(1)))
     : tty
     ? leadsItsSession(table, pid)
     : undefined

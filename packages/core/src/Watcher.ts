@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
+import { bounded } from "./internal/bounded.js"
 import type * as Message from "./internal/watcherMessage.js"
 import { Limits } from "./Limits.js"
 
@@ -185,7 +186,7 @@ export const make = Effect.gen(function*() {
     })
   }
   yield* Effect.acquireRelease(Effect.sync(() => (current = startProcess(args))), () =>
-    Effect.async<void>((resume) => {
+    Effect.asVoid(bounded(Effect.async<void>((resume) => {
       const child = current
       if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
       child.once("exit", () => resume(Effect.void))
@@ -196,7 +197,7 @@ export const make = Effect.gen(function*() {
         flush()
         child.stdin!.end()
       }
-    }).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(5)), Effect.ignore)
+    }), Duration.seconds(5)))
   )
 
   const replaceWhenDead = Effect.gen(function*() {

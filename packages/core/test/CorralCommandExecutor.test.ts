@@ -284,6 +284,23 @@ describe.skipIf(!inPidNamespace)("CorralCommandExecutor: corral's stop (orphans 
       expect(lines).toEqual(["y", "y"])
       expect(marked(first.mark)).toEqual([])
     })))
+
+  it.live("a pipeline whose last stage ends first never ends this process: a feeder interrupted with a write in flight hears its EPIPE nowhere", () =>
+    Effect.gen(function*() {
+      // before, about one run in five of `yes | head -2` raised an uncaught EPIPE, which ends a Node program
+      const uncaught: Array<string> = []
+      const onUncaught = (error: Error) => uncaught.push(error.message)
+      yield* Effect.acquireRelease(
+        Effect.sync(() => process.on("uncaughtException", onUncaught)),
+        () => Effect.sync(() => process.off("uncaughtException", onUncaught))
+      )
+      for (let i = 0; i < 40; i++) {
+        expect(yield* run(Command.lines(Command.pipeTo(Command.make("yes"), Command.make("head", "-2"))))).toEqual(["y", "y"])
+      }
+      // an error event of a write in flight comes in a later turn of the event loop
+      yield* Effect.sleep(Duration.millis(100))
+      expect(uncaught).toEqual([])
+    }).pipe(Effect.scoped))
 })
 
 const backends = [

@@ -429,6 +429,27 @@ describe("ownership", () => {
     }).pipe(Effect.provide(registryLayer())))
 })
 
+describe("stdin", () => {
+  it.live("takes many writes without adding a listener at each: no MaxListenersExceededWarning, and every line arrives", () =>
+    Effect.gen(function*() {
+      const warnings: Array<string> = []
+      const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
+      yield* Effect.acquireRelease(
+        Effect.sync(() => process.on("warning", onWarning)),
+        () => Effect.sync(() => process.off("warning", onWarning))
+      )
+      const registry = yield* ShellRegistry
+      const shell = yield* registry.start({ command: "cat", stdin: "pipe" }, { owner })
+      // before, each write left an `error` listener on the shell's stdin, and the eleventh made Node warn
+      for (let i = 1; i <= 20; i++) yield* registry.write(shell.id, { text: `line ${i}\n` }, { owner })
+      yield* registry.write(shell.id, { eof: true }, { owner })
+      yield* awaitStatus(shell.id, "Exited")
+      const read = yield* registry.output(shell.id, { reader: "t", mode: "all" })
+      expect(read.text.split("\n").filter((l) => l !== "").length).toBe(20)
+      expect(warnings).toEqual([])
+    }).pipe(Effect.scoped, Effect.provide(registryLayer())))
+})
+
 describe("no leftovers", () => {
   it.live("each shell's processes carry its tag, and none is alive after the registry is released", () =>
     Effect.gen(function*() {

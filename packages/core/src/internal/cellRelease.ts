@@ -5,9 +5,10 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type { ProcessTable } from "../ProcessTable.js"
+import { bounded } from "./bounded.js"
 import * as Cgroup from "./cgroup.js"
 
 /** How long a cell struck at its release may take to empty before it is left for the next supervisor's reaping. */
@@ -26,20 +27,23 @@ export const release = (dir: string, table: ProcessTable["Type"]): Effect.Effect
   Effect.suspend(() => {
     if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return Effect.void
     const held = members(dir).length
-    // where the kernel has no `cgroup.kill` (before 5.14): each pid the cell lists at each reading, ours then, as a stop's kill rounds do
-    const strike = Cgroup.kill(dir) ? Effect.void : Effect.forEach(members(dir), (pid) => table.signal(pid, "SIGKILL"), { discard: true })
-    return Effect.zipRight(strike, Effect.sync(() => Cgroup.populated(dir))).pipe(
-      Effect.repeat({ while: (populated) => populated, schedule: Schedule.spaced(Duration.millis(5)) }),
-      Effect.timeout(Duration.millis(EMPTYING_MS)),
-      Effect.exit,
-      Effect.map((emptied) => {
-        const removed = Exit.isSuccess(emptied) && Cgroup.remove(dir)
-        process.emitWarning(
-          `corral: the cgroup ${dir} still held ${held} process(es) after its shell's stop; ` +
-            (removed ? "killed and removed" : `killed, and not empty after ${EMPTYING_MS} ms: left for the next supervisor to reap`)
-        )
-      })
-    )
+    // as a stop's kill rounds strike: the cell whole where the kernel can (5.14 on), and each pid it lists, ours then,
+    // for what `cgroup.kill` misses (a zombie leader whose threads still run) and where there is none
+    const strike = Effect.suspend(() => {
+      Cgroup.kill(dir)
+      return Effect.forEach(members(dir), (pid) => table.signal(pid, "SIGKILL"), { discard: true })
+    })
+    const emptying = Effect.repeat(Effect.zipRight(strike, Effect.sync(() => Cgroup.populated(dir))), {
+      while: (populated) => populated,
+      schedule: Schedule.spaced(Duration.millis(5))
+    })
+    return Effect.map(bounded(emptying, Duration.millis(EMPTYING_MS)), (emptied) => {
+      const removed = Option.isSome(emptied) && Cgroup.remove(dir)
+      process.emitWarning(
+        `corral: the cgroup ${dir} still held ${held} process(es) after its shell's stop; ` +
+          (removed ? "killed and removed" : `killed, and not empty after ${EMPTYING_MS} ms: left for the next supervisor to reap`)
+      )
+    })
   })
 
 /** Whom the cell and the cells below it list. */
