@@ -166,9 +166,24 @@ const readOne = (dir: string, file: string): Either.Either<Listed, string> =>
     return { name, entry }
   })
 
-/** Moves a refused file aside and says so, once: the next read no longer sees it. */
+/** Whether nothing is at `file` any more, not even a link. */
+const vanished = (file: string) => {
+  try {
+    fs.lstatSync(file)
+    return false
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ENOENT"
+  }
+}
+
+/**
+ * Moves a refused file aside and says so, once: the next read no longer sees
+ * it. One gone since it was listed is no news: its supervisor removed it as
+ * it left (a journal, a socket), and there is nothing to move or delete.
+ */
 export const refuse = (file: string, reason: string) =>
   Effect.suspend(() => {
+    if (vanished(file)) return Effect.void
     const failed = StateDir.setAside(file)
     return Effect.logWarning(
       failed === undefined
@@ -180,7 +195,7 @@ export const refuse = (file: string, reason: string) =>
 /**
  * Every journal in the state directory that can be trusted. The others (not
  * ours, a link, not a journal of this version, not named after the
- * supervisor they describe) are set aside with a warning.
+ * supervisor they describe) are set aside with a warning (see `refuse`).
  */
 export const readAll = Effect.fn("Journal.readAll")(function*(stateDir: string) {
   const dir = directory(stateDir)

@@ -7,6 +7,7 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Containment, Journal, Limits, ProcessTable, ShellRegistry, StateDir } from "@corral/core"
@@ -453,6 +454,54 @@ describe("links in the state directory", () => {
       yield* Effect.sync(() => execFileSync("mkfifo", [fifo]))
       const { logs } = yield* withRegistryOn(stateDir, () => Effect.void).pipe(Effect.timeout("10 seconds"))
       expect(warningsOf(logs)).toEqual([`ignored ${fifo}: it is not a regular file; moved it to ${path.basename(fifo)}.bad`])
+    })))
+})
+
+/**
+ * Removes `file` just before this process opens it, as its supervisor's
+ * clean exit would between a reader's listing and its read; until the
+ * scope closes.
+ */
+const removedWhenOpened = (file: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const nodeFs = createRequire(import.meta.url)("node:fs") as typeof fs
+      const original = nodeFs.openSync
+      nodeFs.openSync = ((target: fs.PathLike, ...rest: Array<unknown>) => {
+        if (String(target) === file) nodeFs.rmSync(file, { force: true })
+        return (original as (...args: Array<unknown>) => number)(target, ...rest)
+      }) as typeof fs.openSync
+      // the ES module bindings of node:fs follow the change
+      syncBuiltinESMExports()
+      return () => (nodeFs.openSync = original, syncBuiltinESMExports())
+    }),
+    (restore) => Effect.sync(restore)
+  )
+
+describe("a journal removed while it is read", () => {
+  it.live("is its supervisor's clean exit: skipped without a word, never set aside, never a warning to delete what is gone", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = yield* tempStateDir
+      const file = craft(stateDir, journal(yield* deadPid, []))
+      yield* removedWhenOpened(file)
+      // before, the reader warned: "ignored ...: ENOENT ...; cannot move it aside (ENOENT ...): delete it"
+      const { logs } = yield* withRegistryOn(stateDir, () => Effect.void)
+      expect(warningsOf(logs)).toEqual([])
+      expect(listing(stateDir)).toEqual([])
+    })))
+
+  it.live("so is any refused file gone by the time it is refused (a socket whose supervisor left between `corral ls`'s listing and its check)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = yield* tempStateDir
+      fs.mkdirSync(Journal.directory(stateDir), { recursive: true, mode: 0o700 })
+      const gone = path.join(Journal.directory(stateDir), `${nameFor(4242)}.sock`)
+      const logs: Logs = []
+      const recorder = Logger.make(({ logLevel, message }) => {
+        logs.push({ level: logLevel.label, message: String(message) })
+      })
+      yield* Journal.refuse(gone, "ENOENT: no such file or directory").pipe(Effect.provide(Logger.replace(Logger.defaultLogger, recorder)))
+      expect(warningsOf(logs)).toEqual([])
+      expect(listing(stateDir)).toEqual([])
     })))
 })
 
