@@ -1175,6 +1175,27 @@ describe.skipIf(!cgroupWritable)("a cell's release (needs a writable cgroup v2)"
       yield* waitUntil("the warning", () => warnings.some((w) => w.includes(cell)))
       expect(warnings.find((w) => w.includes(cell))).toContain("still held 1 process(es) after its shell's stop; killed and removed")
     }).pipe(Effect.provide(layerFor("cgroup"))))
+
+  it.scopedLive("a command that makes a cgroup inside its cell and freezes a TERM-ignoring child there is stopped whole, and its cell removed with that cgroup", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const mount = Cgroup.mountPoint()!
+      // as a command with the right to write its own cell can (root here): v2's freeze holds it where SIGCONT cannot reach
+      const jail = `cell=${mount}$(sed -n 's/^0:://p' /proc/self/cgroup); mkdir "$cell/jail"; ` +
+        `sh -c 'trap "" TERM; echo $$ > "$0/jail/cgroup.procs"; exec sleep 6${token}' "$cell" & ` +
+        `until grep -q . "$cell/jail/cgroup.procs"; do sleep 0.01; done; echo 1 > "$cell/jail/cgroup.freeze"; trap '' TERM; wait`
+      const shell = yield* Scope.make()
+      const group = yield* Scope.extend(ProcessGroup.spawn({ command: jail }), shell)
+      const cell = group.target.cgroup!
+      yield* waitUntil("the frozen sleeper", () =>
+        fs.existsSync(path.join(cell, "jail", "cgroup.events")) && /frozen 1/.test(fs.readFileSync(path.join(cell, "jail", "cgroup.events"), "latin1")))
+      const report = yield* group.stop()
+      expect(report, JSON.stringify(report)).toMatchObject({ escalated: true, survivors: [] })
+      yield* staysEmpty(token)
+      yield* Scope.close(shell, Exit.void)
+      expect(fs.existsSync(cell), "the cell and the cgroup made inside it, after the release").toBe(false)
+    }).pipe(Effect.provide(layerFor("cgroup"))))
 })
 
 describe("a cell's release where the kernel has no cgroup.kill (Linux before 5.14, in a directory laid out as a cell)", () => {
