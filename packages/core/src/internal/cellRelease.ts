@@ -19,8 +19,9 @@ const EMPTYING_MS = 1_000
  * counts as populated holds what that stop never saw: a process moved in
  * after it, or a hopper whose every listed pid was gone before it could be
  * read. Nothing of the shell may outlive its release, so the cell is struck
- * whole (`cgroup.kill`), as a stop's kill would, and removed once empty;
- * where it does not empty in time, it is left for the next supervisor's
+ * as a stop's kill strikes it (`cgroup.kill`, and SIGKILL to each pid it
+ * lists), and removed once empty; where it does not empty in time (a member
+ * in state D, which no signal ends), it is left for the next supervisor's
  * reaping. A warning says which it was.
  */
 export const release = (dir: string, table: ProcessTable["Type"]): Effect.Effect<void> =>
