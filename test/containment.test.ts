@@ -845,6 +845,24 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           // no later corral of a namespace that may end with it would remove them
           if (backend === "cgroup") yield* waitUntil("the watcher's removal of corral run's cgroups", () => cgroupsOf(run.child.pid!).length === 0)
         }))
+
+      it.scopedLive.skipIf(!canFreezeUnkillable)(
+        "corral run: SIGKILL of corral itself while a member no signal ends (frozen: needs root): its watcher's stop still ends, and the watcher with it",
+        () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            yield* Effect.addFinalizer(() => killMarked(token))
+            const run = yield* runCorral(backend, ["run", "--grace", "0.3s", "--", "sh", "-c", `sleep 6${token} & wait`])
+            yield* waitUntil("CMD", () => sleeping(token))
+            yield* waitUntil("corral run's watcher", () => watcherOf(run.child.pid!) !== undefined)
+            const watcher = watcherOf(run.child.pid!)!
+            yield* frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!)
+            run.child.kill("SIGKILL")
+            yield* run.exited
+            // its stop: the grace and 1 s of kill rounds; then 1 s for the cell to empty, which it never does
+            yield* waitUntil("the watcher's exit", () => !runs(watcher), GRACE + 1_000 + 1_000 + 3_000)
+          })
+      )
     })
   }
 
@@ -1397,6 +1415,26 @@ const cgroupHome = () => {
     .find(([, rest]) => rest?.startsWith("cgroup2 "))![0]!.split(" ")[4]!
   return path.join(mount, /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "latin1"))![1]!)
 }
+
+/** Whether `pid` is alive: neither gone nor a zombie. */
+const runs = (pid: number) => {
+  try {
+    return !/^\S+ \(.*\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+  } catch {
+    return false
+  }
+}
+
+/** The watcher process a supervisor `parent` started, if it runs. */
+const watcherOf = (parent: number): number | undefined =>
+  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).find((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.split(" ")[1] === String(parent) &&
+        fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes("watcherMain")
+    } catch {
+      return false
+    }
+  })
 
 const runCorral = (backend: Backend, args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
