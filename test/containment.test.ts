@@ -113,6 +113,12 @@ const newToken = () => `${randomInt(100_000, 999_999)}`
 /** The token of the hidden-member tests: their table is made before the test runs. */
 const hiddenToken = newToken()
 
+/** The pids /proc lists now. */
+const procPids = (): Array<number> => fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number)
+
+/** Whether a `stat` line is a zombie's or a dead process's. */
+const isDeadStat = (stat: string) => /^\S+ \(.*\) [ZX] /.test(stat)
+
 /**
  * Live processes whose argv or environment holds the token. Newest first:
  * on a busy host a walk of the namespace's /proc takes longer than a hop
@@ -120,11 +126,10 @@ const hiddenToken = newToken()
  * by then (five hops went unseen for 20 s with four busy loops on two cores).
  */
 const marked = (token: string): Array<number> =>
-  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).sort((a, b) => b - a).filter((pid) => {
+  procPids().sort((a, b) => b - a).filter((pid) => {
     if (pid === process.pid) return false
     try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1")
-      if (/^\S+ \(.*\) [ZX] /.test(stat)) return false
+      if (isDeadStat(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))) return false
       return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(token) ||
         fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(token)
     } catch {
@@ -138,17 +143,31 @@ const marked = (token: string): Array<number> =>
  * zombie with no command line, and only its other threads show what it is.
  */
 const threadsMarked = (token: string): Array<number> =>
-  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
+  procPids().filter((pid) => {
     if (pid === process.pid) return false
     try {
       return fs.readdirSync(`/proc/${pid}/task`).some((tid) =>
-        !/^\S+ \(.*\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "latin1")) &&
+        !isDeadStat(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "latin1")) &&
         fs.readFileSync(`/proc/${pid}/task/${tid}/cmdline`, "latin1").includes(token)
       )
     } catch {
       return false
     }
   })
+
+/** Freezes the shell's `sleep` carrying the token once it runs (see `frozenUnkillable`). */
+const freezeTheSleeper = (token: string) =>
+  Effect.zipRight(
+    waitUntil("the sleeper", () => sleeping(token)),
+    Effect.suspend(() => frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!))
+  )
+
+/**
+ * Whether `effect` ends within `duration`, awaited from outside: one that
+ * never ends (an uninterruptible wait) fails the test, not hangs it.
+ */
+const endsWithin = <A, E, R>(effect: Effect.Effect<A, E, R>, duration: Duration.DurationInput) =>
+  Effect.flatMap(Effect.fork(effect), (fiber) => Effect.map(Effect.option(Effect.timeout(Fiber.await(fiber), duration)), Option.isSome))
 
 /** Of those, the ones whose main thread has ended: their leader is a zombie. */
 const zombieLeadersMarked = (token: string) =>
@@ -393,8 +412,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const containment = yield* Containment
           const round = Effect.scoped(Effect.gen(function*() {
             const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 6${token}; wait` })
-            // its `sh` carries the token in its argv too
-            yield* waitUntil("its sleeps", () => marked(token).length >= 3)
+            // counted once both run: `sh` carries the token too, and under pidns so do `unshare` and the init, before any sleep
+            yield* waitUntil("its sleeps", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
             expect(yield* containment.members(group.target)).toBeGreaterThanOrEqual(2)
             yield* group.stop()
           }))
@@ -542,17 +561,15 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             const warnings = yield* warningsSeen
             const scope = yield* Scope.make()
             const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & wait` }).pipe(Scope.extend(scope))
-            yield* waitUntil("the sleeper", () => sleeping(token))
-            yield* frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!)
+            yield* freezeTheSleeper(token)
             const stopped = yield* group.stop().pipe(Effect.timeout(Duration.millis(GRACE + 3_000)), Effect.option)
             expect(Option.isSome(stopped), "the stop ended within grace + 1 s (+ 2 s of slack)").toBe(true)
             const report = Option.getOrThrow(stopped)
             expect(report.escalated, JSON.stringify(report)).toBe(true)
             expect(report.survivors.length, JSON.stringify(report)).toBeGreaterThan(0)
-            // closed as a registry's shutdown closes it, uninterruptibly; awaited from outside, so a close that never ends fails here
-            const closing = yield* Effect.fork(Effect.uninterruptible(Scope.close(scope, Exit.void)))
-            const closed = yield* Fiber.await(closing).pipe(Effect.timeout(Duration.seconds(5)), Effect.option)
-            expect(Option.isSome(closed), `the scope's close ended within 5 s; warnings: ${warnings.join("; ")}`).toBe(true)
+            // closed as a registry's shutdown closes it: uninterruptibly
+            const closed = yield* endsWithin(Effect.uninterruptible(Scope.close(scope, Exit.void)), Duration.seconds(5))
+            expect(closed, `the scope's close ended within 5 s; warnings: ${warnings.join("; ")}`).toBe(true)
           }).pipe(Effect.provide(layerFor(backend)))
       )
 
@@ -595,7 +612,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             const token = newToken()
             yield* Effect.addFinalizer(() => killMarked(token))
             // the host's /proc, which the leader's root shows until `unshare --mount-proc` has mounted the namespace's
-            const host = fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).length
+            const host = procPids().length
             for (let round = 0; round < 5; round++) {
               const report = yield* Effect.scoped(Effect.flatMap(ProcessGroup.spawn({ command: ["sleep", `6${token}`] }), (group) => group.stop()))
               expect(report.members, `${JSON.stringify(report)} (the host lists ${host})`).toBeLessThanOrEqual(1)
@@ -749,11 +766,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             const layer = ShellRegistry.layer({ name: "frozen", crashSafety: true, stateDir }).pipe(Layer.provide(layerFor(backend)))
             const registry = Context.get(yield* Layer.buildWithScope(layer, scope), ShellRegistry)
             yield* registry.start({ command: `sleep 6${token} & wait` }, { owner: "t" })
-            yield* waitUntil("the sleeper", () => sleeping(token))
-            yield* frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!)
-            const releasing = yield* Effect.fork(Scope.close(scope, Exit.void))
-            const released = yield* Fiber.await(releasing).pipe(Effect.timeout(Duration.seconds(10)), Effect.option)
-            expect(Option.isSome(released), "the registry's release ended within 10 s").toBe(true)
+            yield* freezeTheSleeper(token)
+            expect(yield* endsWithin(Scope.close(scope, Exit.void), Duration.seconds(10)), "the registry's release ended within 10 s").toBe(true)
           }).pipe(Effect.scoped)
       )
 
@@ -853,10 +867,9 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             const token = newToken()
             yield* Effect.addFinalizer(() => killMarked(token))
             const run = yield* runCorral(backend, ["run", "--grace", "0.3s", "--", "sh", "-c", `sleep 6${token} & wait`])
-            yield* waitUntil("CMD", () => sleeping(token))
             yield* waitUntil("corral run's watcher", () => watcherOf(run.child.pid!) !== undefined)
             const watcher = watcherOf(run.child.pid!)!
-            yield* frozenUnkillable(marked(token).find((pid) => commOf(pid) === "sleep")!)
+            yield* freezeTheSleeper(token)
             run.child.kill("SIGKILL")
             yield* run.exited
             // its stop: the grace and 1 s of kill rounds; then 1 s for the cell to empty, which it never does
@@ -1419,7 +1432,7 @@ const cgroupHome = () => {
 /** Whether `pid` is alive: neither gone nor a zombie. */
 const runs = (pid: number) => {
   try {
-    return !/^\S+ \(.*\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+    return !isDeadStat(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
   } catch {
     return false
   }
@@ -1427,7 +1440,7 @@ const runs = (pid: number) => {
 
 /** The watcher process a supervisor `parent` started, if it runs. */
 const watcherOf = (parent: number): number | undefined =>
-  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).find((pid) => {
+  procPids().find((pid) => {
     try {
       return fs.readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.split(" ")[1] === String(parent) &&
         fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes("watcherMain")
