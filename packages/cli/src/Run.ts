@@ -8,10 +8,9 @@ import type { ContainmentUnavailable } from "@corral/core/Containment"
 import { Containment } from "@corral/core/Containment"
 import * as DurationInput from "@corral/core/DurationInput"
 import type { StopOptions } from "@corral/core/GroupStop"
-import { pidnsLeaderSurvives } from "@corral/core/GroupStop"
 import { Limits } from "@corral/core/Limits"
 import * as ProcessGroup from "@corral/core/ProcessGroup"
-import { groupMembers, ProcessTable } from "@corral/core/ProcessTable"
+import { ProcessTable } from "@corral/core/ProcessTable"
 import * as Watcher from "@corral/core/Watcher"
 import * as Cause from "effect/Cause"
 import type * as ConfigError from "effect/ConfigError"
@@ -127,15 +126,6 @@ const sleepFor = (duration: Duration.Duration): Effect.Effect<void> => {
     : Effect.zipRight(Effect.sleep(MAX_TIMER_MS), Effect.suspend(() => sleepFor(Duration.millis(ms - MAX_TIMER_MS))))
 }
 
-/** A signal to CMD's group; in a PID namespace, around its leader `unshare` where the signal would kill it. */
-const signalGroup = (group: ProcessGroup.ProcessGroup, signal: NodeJS.Signals) =>
-  Effect.gen(function*() {
-    const table = yield* ProcessTable
-    if (group.containment !== "pidns" || pidnsLeaderSurvives(signal)) return yield* Effect.asVoid(table.signal(-group.pid, signal))
-    const members = groupMembers(yield* table.scan, group.pid).filter((p) => p.pid !== group.pid)
-    yield* Effect.forEach(members, (p) => table.signal(p.pid, signal), { discard: true })
-  })
-
 /**
  * Ctrl-Z: CMD's group is stopped, then corral, as one job. With SIGSTOP:
  * CMD's group is orphaned (its session is its own), and the kernel drops a
@@ -144,7 +134,7 @@ const signalGroup = (group: ProcessGroup.ProcessGroup, signal: NodeJS.Signals) =
 const suspend = (group: ProcessGroup.ProcessGroup, args: RunArgs, running: boolean) =>
   Effect.gen(function*() {
     if (args.verbose) yield* say(`received SIGTSTP: suspending ${running ? `group ${group.pid} and ` : ""}corral`)
-    if (running) yield* signalGroup(group, "SIGSTOP")
+    if (running) yield* group.signal("SIGSTOP")
     Signals.suspendSelf()
   })
 
@@ -185,11 +175,11 @@ const makeForward = (
       const running = Option.isNone(yield* group.exitStatus)
       if (signal === "SIGTSTP") return yield* suspend(group, args, running)
       if (!running) return
-      if (signal === "SIGCONT") return yield* signalGroup(group, signal)
+      if (signal === "SIGCONT") return yield* group.signal(signal)
       if (args.verbose) yield* say(`received ${signal}: passing it on to group ${group.pid}`)
-      yield* signalGroup(group, signal)
+      yield* group.signal(signal)
       if (signal === "SIGWINCH") return
-      yield* signalGroup(group, "SIGCONT")
+      yield* group.signal("SIGCONT")
       yield* escalate(signal)
     })
 }

@@ -37,6 +37,7 @@ import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import * as GroupStop from "./GroupStop.js"
 import * as CellRelease from "./internal/cellRelease.js"
 import * as Cgroup from "./internal/cgroup.js"
+import * as Executable from "./internal/executable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { Limits } from "./Limits.js"
 import { isGone, ProcessTable } from "./ProcessTable.js"
@@ -179,6 +180,15 @@ const init = [
 ].join(" ")
 
 /**
+ * A program the cell itself runs, found once along the supervisor's own
+ * PATH (its absolute entries): never along a shell's, which the caller of
+ * a start chooses, and whose own `unshare` would hold nothing.
+ */
+const ownTool = (name: string) => Executable.locate(name, toolPath(), undefined)
+
+const toolPath = () => (process.env.PATH ?? "").split(":").filter((dir) => path.isAbsolute(dir)).join(":") || "/usr/local/bin:/usr/bin:/bin"
+
+/**
  * `unshare` makes the namespace and stays outside as the shell's leader: it
  * ignores SIGTERM and waits for the init, and `--kill-child` kills the init
  * (and so the namespace) if the leader dies. Root needs no user namespace;
@@ -186,22 +196,26 @@ const init = [
  * their own permissions inside.
  */
 const pidnsCell = Effect.gen(function*() {
+  const unavailable = (reason: string) => new ContainmentUnavailable({ backend: "pidns", reason })
   const base = ["--pid", "--fork", "--mount-proc", "--kill-child"]
   const flags = uid === 0 ? base : ["--user", "--map-current-user", ...base]
-  const probe = spawnSync("unshare", [...flags, "perl", "-e", "exit 0"], { stdio: "ignore" })
+  const unshare = ownTool("unshare")
+  if (typeof unshare !== "string") return yield* unavailable(`unshare (util-linux) cannot be run (${unshare.missing} along ${toolPath()})`)
+  const perl = ownTool("perl")
+  if (typeof perl !== "string") return yield* unavailable(`perl cannot be run (${perl.missing} along ${toolPath()})`)
+  const probe = spawnSync(unshare, [...flags, perl, "-e", "exit 0"], { stdio: "ignore" })
   if (probe.status !== 0) {
-    return yield* new ContainmentUnavailable({
-      backend: "pidns",
-      reason: probe.error !== undefined
-        ? `unshare (util-linux) cannot be run (${probe.error.message})`
-        : `unshare ${flags.join(" ")} perl failed (exit ${probe.status}): user namespaces may be disabled, or perl is missing`
-    })
+    return yield* unavailable(
+      probe.error !== undefined
+        ? `${unshare} cannot be run (${probe.error.message})`
+        : `${unshare} ${flags.join(" ")} perl failed (exit ${probe.status}): user namespaces may be disabled`
+    )
   }
   const cell: Cell = {
     backend: "pidns",
     cgroup: undefined,
     reportsExit: true,
-    wrap: (file, args, report = "3") => ["unshare", [...flags, "perl", "-e", init, report, file, ...args]]
+    wrap: (file, args, report = "3") => [unshare, [...flags, perl, "-e", init, report, file, ...args]]
   }
   return (_shellId: string) => Effect.succeed(cell)
 })

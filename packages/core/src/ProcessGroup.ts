@@ -33,7 +33,7 @@ import * as Executable from "./internal/executable.js"
 import * as Pty from "./internal/pty.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
-import { isGone, ProcessTable } from "./ProcessTable.js"
+import { groupMembers, isGone, ProcessTable } from "./ProcessTable.js"
 import type { Signal } from "./ProcessTable.js"
 import * as Watcher from "./Watcher.js"
 
@@ -184,12 +184,27 @@ export interface ProcessGroup {
   readonly exitStatus: Effect.Effect<Option.Option<ExitStatus>>
   readonly awaitExit: Effect.Effect<ExitStatus>
   /**
+   * Whether what runs on after `awaitExit` is the command's own, lingering,
+   * rather than strays for the stop to end. Under pidns, once `unshare`
+   * itself has died of a signal, nothing may linger: that signal ends its
+   * namespace (`--kill-child`), save where it came the moment after
+   * `unshare` forked, before its child had set that up, and then the init
+   * and the command run on outside any group of ours.
+   */
+  readonly mayLinger: Effect.Effect<boolean>
+  /**
    * Calls `f` once `awaitExit` is done (at once when that comes, in a
    * macrotask if it came before), never before returning; returns what
    * cancels that. For a supervisor of many groups, which then holds no
    * fiber per group while its command runs.
    */
   readonly unsafeOnExit: (f: () => void) => () => void
+  /**
+   * Sends `signal` to the group, as a terminal sends one to its foreground
+   * job. Call it only while the group's id is surely its own: while the
+   * leader runs, or while members hold that id.
+   */
+  readonly signal: (signal: NodeJS.Signals) => Effect.Effect<void>
   /**
    * Writes to the leader's stdin, or closes it with `eof`; false when there is
    * none to write to (spawned without `stdin: "pipe"`, or closed already).
@@ -361,6 +376,8 @@ interface Leader {
   readonly held: () => boolean
   /** Whether it has been reaped after an exit of its own, not a signal's. */
   readonly exitedByItself: () => boolean
+  /** Whether it has been reaped after a signal ended it. */
+  readonly killed: () => boolean
   /** Calls back once at its exit (or soon, if it has exited), never before returning; returns what cancels that. */
   readonly onExit: (f: () => void) => () => void
 }
@@ -449,6 +466,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, fo
       }),
     held: () => child.exitCode === null && child.signalCode === null,
     exitedByItself: () => child.exitCode !== null,
+    killed: () => child.signalCode !== null,
     onExit: (f) => {
       // never called back before this returns: a caller may not be ready for it
       if (child.exitCode !== null || child.signalCode !== null) {
@@ -485,9 +503,11 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exite
       catch: (cause) => new SpawnError({ file: command, code: (cause as NodeJS.ErrnoException).code ?? "UNKNOWN", cause })
     })
     let open = true
+    let killed = false
     term.onData((data) => output.append("stdout", typeof data === "string" ? Buffer.from(data) : data))
     term.onExit(({ exitCode, signal }) => {
       const name = signal === undefined || signal === 0 ? undefined : signalNames.get(signal)
+      killed = name !== undefined
       exited(name !== undefined ? { _tag: "Signaled", signal: name } : { _tag: "Exited", code: exitCode })
     })
     // node-pty ends the output when the terminal hangs up (the session leader exited), or 200 ms after the leader's exit
@@ -516,6 +536,7 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exite
       // the pty package reaps on a thread of its own, before its exit callback: no moment is known when it still holds the pid
       held: () => false,
       exitedByItself: () => false,
+      killed: () => killed,
       onExit: (f) => {
         const listener = term.onExit(f)
         return () => listener.dispose()
@@ -751,6 +772,17 @@ const namespaceLook = (
   }
 }
 
+/**
+ * A signal to the leader's group. A pidns leader (`unshare`) dies of most
+ * signals, and its namespace at once with it (`--kill-child`), before the
+ * command could act on one: those go to every other member by pid.
+ */
+const signalGroup = (table: ProcessTable["Type"], cell: Cell, pgid: number) => (signal: NodeJS.Signals): Effect.Effect<void> =>
+  cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
+    ? Effect.asVoid(table.signal(-pgid, signal))
+    : Effect.flatMap(table.scan, (all) =>
+      Effect.forEach(groupMembers(all, pgid).filter((p) => p.pid !== pgid), (p) => table.signal(p.pid, signal), { discard: true }))
+
 const startTimeOf = (table: ProcessTable["Type"], pid: number) =>
   Effect.map(table.lookup(pid), (found) => Option.getOrUndefined(Option.map(found, (p) => p.startTime)))
 
@@ -777,6 +809,7 @@ const assemble = (
     readonly tty: boolean
     readonly held: Omit<StopTarget, "pgid" | "sid">
     readonly leaderStartTime: Effect.Effect<number | undefined>
+    readonly table: ProcessTable["Type"]
   },
   leader: Leader,
   { exit, onExited, output }: Pick<Sinks, "exit" | "onExited" | "output">,
@@ -793,7 +826,9 @@ const assemble = (
     stdio: leader.stdio,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
+    mayLinger: Effect.sync(() => base.cell.backend !== "pidns" || !leader.killed()),
     unsafeOnExit: onExited,
+    signal: signalGroup(base.table, base.cell, leader.pid),
     writeStdin: leader.writeStdin,
     resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
     stop: (options) => Effect.map(stopAll([group], options), (reports) => reports[0]!),
@@ -916,7 +951,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     groupAlive: table.signal(-pid, 0),
     leader
   }
-  const group = assemble({ shellId, cell, tty, held, leaderStartTime }, leader, sinks, stopState)
+  const group = assemble({ shellId, cell, tty, held, leaderStartTime, table }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
   // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
   yield* onClose(() => stopState.phase._tag === "Stopped" ? Effect.void : Effect.asVoid(group.stop()))

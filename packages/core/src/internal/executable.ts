@@ -31,12 +31,18 @@ const runnable = (file: string): boolean | "absent" => {
 
 /** `undefined` when `file` would run from `cwd` with this `PATH`, else why not. */
 export const missing = (file: string, envPath: string | undefined, cwd: string | undefined): Missing | undefined => {
+  const at = locate(file, envPath, cwd)
+  return typeof at === "string" ? undefined : at.missing
+}
+
+/** The file `file` would run from `cwd` with this `PATH`, as an absolute path, else why it would not run. */
+export const locate = (file: string, envPath: string | undefined, cwd: string | undefined): string | { readonly missing: Missing } => {
   const bare = !file.includes("/")
   const dirs = bare ? envPath ?? "/usr/local/bin:/usr/bin:/bin" : ""
   const key = `${cwd ?? ""}\0${dirs}\0${file}`
   // still executable: exec finds it, or (a bare name) an earlier entry's that also runs
   const known = found.get(key)
-  if (known !== undefined && executable(known)) return undefined
+  if (known !== undefined && executable(known)) return known
   found.delete(key)
   const candidates = bare ? dirs.split(":").map((dir) => path.resolve(cwd ?? ".", dir || ".", file)) : [path.resolve(cwd ?? ".", file)]
   let code: Missing = "ENOENT"
@@ -46,12 +52,12 @@ export const missing = (file: string, envPath: string | undefined, cwd: string |
     if (verdict === true) {
       if (found.size >= MAX_REMEMBERED) found.clear()
       found.set(key, candidate)
-      return undefined
+      return candidate
     }
     // as execvp: a PATH entry we may not search, or a match we may not run, is EACCES unless a later one works
     code = "EACCES"
   }
-  return code
+  return { missing: code }
 }
 
 const executable = (file: string): boolean => {

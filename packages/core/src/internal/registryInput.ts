@@ -54,11 +54,7 @@ export const make = (shells: Shells) => {
     const shell = yield* owned(id, options.owner)
     if (!(yield* holds(shell))) return
     // the group may have emptied since: nothing left to signal is no failure
-    yield* Effect.sync(() => {
-      try {
-        process.kill(-shell.group.pid, name)
-      } catch {}
-    })
+    yield* shell.group.signal(name)
   })
 
   const resize = Effect.fn("ShellRegistry.resize")(function*(id: string, size: TerminalSize, options: { readonly owner: string }) {

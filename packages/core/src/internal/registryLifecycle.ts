@@ -108,6 +108,8 @@ const naturalEnd = (options: Options, shell: Shell, exit: ExitStatus) =>
   Effect.gen(function*() {
     // a stop under way or over (a kill that settled before this lifecycle began) empties the group: nothing to watch
     if (!isRunning(MutableRef.get(shell.status))) return
+    // what runs on where nothing may linger is the stop's to end, not the shell's to wait for
+    if (!(yield* shell.group.mayLinger)) return
     let members = yield* options.containment.members(shell.group.target)
     while (members > 0) {
       yield* linger(options, shell, exit, members)
