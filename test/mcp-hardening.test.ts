@@ -73,6 +73,33 @@ describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace 
       yield* stillServes(server)
     }))
 
+  // JSON.parse takes any depth; what recursed after it (encoding for the server, describing a bad argument)
+  // overflowed the stack at about 2000 levels, and the server's reading of stdin died: nothing was answered after it
+  it.scopedLive("answers a message nested thousands of levels deep with its id, drops such a notification, and reads on", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const nested = (levels: number) => "[".repeat(levels) + "]".repeat(levels)
+      server.send(`{"jsonrpc":"2.0","id":"in-arguments","method":"tools/call","params":{"name":"bash","arguments":{"command":${nested(2000)}}}}\n`)
+      server.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":${nested(100_000)}}}\n`)
+      server.send(`[{"jsonrpc":"2.0","id":"in-batch","method":"ping","params":{"_meta":${nested(100_000)}}},{"jsonrpc":"2.0","id":"beside","method":"ping"}]\n`)
+      server.send(`{"jsonrpc":"2.0","id":"at-the-limit","method":"tools/call","params":{"name":"bash","arguments":{"command":${nested(60)}}}}\n`)
+      for (const id of ["in-arguments", "in-batch"]) {
+        expect(yield* server.message(byId(id))).toEqual({
+          jsonrpc: "2.0",
+          id,
+          error: { code: -32600, message: "a message nested over 64 levels deep: nest its values less deeply" }
+        })
+      }
+      expect(yield* server.message(byId("beside"))).toEqual({ jsonrpc: "2.0", id: "beside", result: {} })
+      // within the limit, the tool says what is wrong with the argument
+      const atLimit = (yield* server.message(byId("at-the-limit"))).result as { isError: boolean; content: Array<{ text: string }> }
+      expect(atLimit.isError).toBe(true)
+      expect(atLimit.content[0]!.text).toMatch(/^invalid arguments for bash: command must be a string/)
+      expectShort(atLimit.content[0]!.text)
+      expect(server.stdoutLines.filter((line) => JSON.parse(line).id === null), "answers without an id").toEqual([])
+      yield* stillServes(server)
+    }))
+
   it.scopedLive("a filter that backtracks holds up nothing: (a+)+$ over a 30 KB line is answered, a backreference one is stopped", () =>
     Effect.gen(function*() {
       const server = yield* mcpServer()

@@ -26,6 +26,9 @@ import * as Stream from "effect/Stream"
  */
 export const MAX_LINE_CHARS = 4 * 1024 * 1024
 
+/** Deepest nesting of arrays and objects accepted in a message: MCP's own messages nest a few levels. */
+export const MAX_DEPTH = 64
+
 type Id = string | number
 
 interface Pending {
@@ -206,6 +209,21 @@ export const make = (options: Options) => {
     return reply(errorLine(isId(message.id) ? message.id : null, McpSchema.INVALID_REQUEST_ERROR_CODE, "a JSON-RPC message has a method (a request or a notification), or a result or an error (a response)"))
   }
 
+  /**
+   * One message, unless it nests too deeply. `JSON.parse` takes any depth,
+   * but what follows it recurses: encoding a message for the server,
+   * decoding it there, describing a bad argument. Some thousands of levels
+   * overflowed the stack, and the server's reading of stdin died with it.
+   * Such a request is answered with an error; such a notification, like any
+   * bad one, is dropped.
+   */
+  const screenOne = (message: unknown): Screened => {
+    if (!nestedDeeperThan(message, MAX_DEPTH)) return one(message)
+    const id = isRecord(message) ? message.id : undefined
+    if (isRecord(message) && "method" in message && id === undefined) return nothing
+    return reply(errorLine(isId(id) ? id : null, McpSchema.INVALID_REQUEST_ERROR_CODE, `a message nested over ${MAX_DEPTH} levels deep: nest its values less deeply`))
+  }
+
   const combine = (all: ReadonlyArray<Screened>): Screened => ({
     forward: all.flatMap((s) => s.forward),
     replies: all.flatMap((s) => s.replies)
@@ -220,10 +238,10 @@ export const make = (options: Options) => {
     } catch (cause) {
       return reply(errorLine(null, McpSchema.PARSE_ERROR_CODE, `not JSON (${clip((cause as Error).message, 80)}): send one JSON-RPC message per line`))
     }
-    if (!Array.isArray(message)) return one(message)
+    if (!Array.isArray(message)) return screenOne(message)
     // a batch goes to the server one message at a time, so each is checked alone
     if (message.length === 0) return reply(errorLine(null, McpSchema.INVALID_REQUEST_ERROR_CODE, "an empty batch: send at least one message"))
-    return combine(message.map(one))
+    return combine(message.map(screenOne))
   }
 
   const tooLong = (chars: number): Screened =>
@@ -320,6 +338,18 @@ export const make = (options: Options) => {
       ))
 
   return { screen, restore, input, output }
+}
+
+/** Whether `value` nests arrays and objects deeper than `limit`; read without recursion, whatever its depth. */
+const nestedDeeperThan = (value: unknown, limit: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [next, depth] = stack.pop()!
+    if (typeof next !== "object" || next === null) continue
+    if (depth > limit) return true
+    for (const child of Object.values(next)) if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+  }
+  return false
 }
 
 /** An initialize result that declares the log messages the server sends (shell notices). */
