@@ -321,6 +321,35 @@ describe("ControlClient in an untrusted state directory", () => {
       expect(fs.readdirSync(path.join(stateDir, "supervisors"))).toEqual([`${path.basename(plain)}.bad`])
     })))
 
+  // a decode that refuses an answer describes it in its message, recursing as deep: thousands of levels overflowed the stack
+  it.live("an answer nested thousands of levels deep is no answer: the socket is passed over, nothing crashes", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stateDir = tempStateDir()
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(stateDir, { recursive: true, force: true })))
+      fs.mkdirSync(path.join(stateDir, "supervisors"), { mode: 0o700 })
+      const planted = socketPath(stateDir, nameFor(process.pid))
+      let requests = 0
+      const server = http.createServer((_, response) => {
+        requests++
+        response.setHeader("content-type", "application/json")
+        response.end(`{"supervisor":${"[".repeat(100_000)}${"]".repeat(100_000)},"shells":[]}`)
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => void server.listen(planted, () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      const snapshot = yield* Effect.flatMap(clientOn(stateDir), (c) => c.snapshot)
+      expect(requests).toBe(1)
+      expect(snapshot).toEqual({ supervisors: [], shells: [] })
+      // with a journal of a live supervisor, it shows as unreachable, saying why
+      const journal = craft(stateDir, process.pid, [])
+      const entry = JSON.parse(fs.readFileSync(journal, "utf8"))
+      fs.writeFileSync(journal, JSON.stringify({ ...entry, supervisor: { ...entry.supervisor, startTime: startTimeOf(process.pid) } }))
+      const again = yield* Effect.flatMap(clientOn(stateDir), (c) => c.snapshot)
+      expect(again.supervisors).toMatchObject([{ state: "unreachable", supervisor: { pid: process.pid } }])
+      expect(again.supervisors[0]!.problem).toMatch(/^its answer does not follow the v\d+ protocol: its values nest too deeply to describe \(Maximum call stack/)
+    })))
+
   it.live.skipIf(!isRoot)("never talks to a socket of another user (as root: only root can give a socket away)", () =>
     Effect.scoped(Effect.gen(function*() {
       const stateDir = tempStateDir()

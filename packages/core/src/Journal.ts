@@ -24,6 +24,7 @@ import { isGone, ProcessTable } from "./ProcessTable.js"
 import * as Shell from "./Shell.js"
 import type { StopReport } from "./Shell.js"
 import * as StateDir from "./StateDir.js"
+import * as UntrustedJson from "./UntrustedJson.js"
 
 /** Bumped when the format changes; journals of other versions are set aside. */
 export const version = 2
@@ -133,6 +134,9 @@ export const remove = (stateDir: string, name: string): Effect.Effect<void> =>
 /** A journal is small: a hostile file cannot make a reader allocate without bound. */
 const maxBytes = 16 * 1024 * 1024
 
+/** A journal nests five levels; a hostile one thousands deep would overflow the stack of its decode's error message. */
+const maxDepth = 16
+
 const firstIssue = (error: ParseResult.ParseError) => {
   const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
   return issue === undefined ? error.message : `${issue.path.length === 0 ? "" : `${issue.path.join(".")}: `}${issue.message}`
@@ -148,6 +152,7 @@ const readOne = (dir: string, file: string): Either.Either<Listed, string> =>
     if (!namePattern.test(name)) return yield* Either.left("its name is not <pid namespace>-<pid>.json")
     const text = yield* StateDir.readPrivate(path.join(dir, file), maxBytes)
     const json = yield* Either.mapLeft(decodeJson(text), (e) => `it is not JSON: ${firstIssue(e)}`)
+    if (UntrustedJson.nestedDeeperThan(json, maxDepth)) return yield* Either.left(`it nests values over ${maxDepth} levels deep, which no journal does`)
     const found = typeof json === "object" && json !== null && "version" in json ? json.version : undefined
     if (found !== version) {
       return yield* Either.left(`it is not a version ${version} journal (version ${JSON.stringify(found)})`)

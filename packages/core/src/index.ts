@@ -104,6 +104,13 @@ export * as ShellInput from "./ShellInput.js"
 export * as StateDir from "./StateDir.js"
 
 /**
+ * JSON from outside the process, checked for a depth that would overflow the stack of what reads it next.
+ *
+ * @since 0.1.0
+ */
+export * as UntrustedJson from "./UntrustedJson.js"
+
+/**
  * The watcher process that stops a dead supervisor's groups.
  *
  * @since 0.1.0

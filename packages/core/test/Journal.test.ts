@@ -560,7 +560,10 @@ describe("malformed journals", () => {
         [4005, JSON.stringify({ ...valid, version: 99 }), "it is not a version 2 journal (version 99)"],
         [4006, JSON.stringify({ ...valid, supervisor: { pid: 4006 }, shells: null }), "it is malformed: supervisor.startTime: is missing"],
         [4007, JSON.stringify({ ...journal(4007, []), shells: [{ ...shellEntry(4007, "s1", 1), pid: 1 }] }), "it is malformed: shells.0.pid: "],
-        [4008, JSON.stringify(journal(4008, [{ ...shellEntry(4008, "s1", bystander.pid!), tag: tagOf(4001, "s1") }])), `its shell s1 has tag "${tagOf(4001, "s1")}", not its supervisor's`]
+        [4008, JSON.stringify(journal(4008, [{ ...shellEntry(4008, "s1", bystander.pid!), tag: tagOf(4001, "s1") }])), `its shell s1 has tag "${tagOf(4001, "s1")}", not its supervisor's`],
+        // the message of a decode that refused it would describe it, recursing as deep: a stack overflow, once a crash
+        [4009, `{"version":2,"supervisor":${"[".repeat(3000)}${"]".repeat(3000)},"shells":[]}`, "it nests values over 16 levels deep, which no journal does"],
+        [4010, `{"version":2,"supervisor":${"{\"a\":".repeat(100_000)}1${"}".repeat(100_000)},"shells":[]}`, "it nests values over 16 levels deep"]
       ]
       const files = bad.map(([pid, text]) => craft(stateDir, text, nameFor(pid)))
       craft(stateDir, journal(supervisor, [shellEntry(supervisor, "s1", orphan.pid!)]))

@@ -34,8 +34,21 @@ type Failure = HttpClientError.HttpClientError | ParseResult.ParseError | HttpAp
 const codeOf = (cause: unknown): string | undefined =>
   typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
 
+/**
+ * A decode error's message, which describes the value refused, recursing
+ * as deep as it nests: a socket planted in the state directory that
+ * answered thousands of levels deep overflowed the stack of `corral ls`.
+ */
+const describe = (error: ParseResult.ParseError): string => {
+  try {
+    return error.message
+  } catch (cause) {
+    return `its values nest too deeply to describe (${cause instanceof Error ? cause.message : String(cause)})`
+  }
+}
+
 const reasonOf = (error: HttpClientError.HttpClientError | ParseResult.ParseError | HttpApiDecodeError): string => {
-  if (error._tag === "ParseError") return `its answer does not follow the ${Api.version} protocol: ${error.message}`
+  if (error._tag === "ParseError") return `its answer does not follow the ${Api.version} protocol: ${describe(error)}`
   if (error._tag === "HttpApiDecodeError") return `it does not understand this corral's request: ${error.message}`
   switch (codeOf(error.cause)) {
     case "ENOENT":

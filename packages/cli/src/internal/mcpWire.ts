@@ -15,6 +15,7 @@
  * cancelled are dropped, as the MCP specification asks.
  */
 import * as McpSchema from "@effect/ai/McpSchema"
+import * as UntrustedJson from "@corral/core/UntrustedJson"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Sink from "effect/Sink"
@@ -218,7 +219,7 @@ export const make = (options: Options) => {
    * bad one, is dropped.
    */
   const screenOne = (message: unknown): Screened => {
-    if (!nestedDeeperThan(message, MAX_DEPTH)) return one(message)
+    if (!UntrustedJson.nestedDeeperThan(message, MAX_DEPTH)) return one(message)
     const id = isRecord(message) ? message.id : undefined
     if (isRecord(message) && "method" in message && id === undefined) return nothing
     return reply(errorLine(isId(id) ? id : null, McpSchema.INVALID_REQUEST_ERROR_CODE, `a message nested over ${MAX_DEPTH} levels deep: nest its values less deeply`))
@@ -338,18 +339,6 @@ export const make = (options: Options) => {
       ))
 
   return { screen, restore, input, output }
-}
-
-/** Whether `value` nests arrays and objects deeper than `limit`; read without recursion, whatever its depth. */
-const nestedDeeperThan = (value: unknown, limit: number): boolean => {
-  const stack: Array<readonly [unknown, number]> = [[value, 1]]
-  while (stack.length > 0) {
-    const [next, depth] = stack.pop()!
-    if (typeof next !== "object" || next === null) continue
-    if (depth > limit) return true
-    for (const child of Object.values(next)) if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
-  }
-  return false
 }
 
 /** An initialize result that declares the log messages the server sends (shell notices). */
