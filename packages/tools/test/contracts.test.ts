@@ -58,6 +58,18 @@ describe.skipIf(!inPidNamespace)("bad input through the toolkit (needs the PID n
       })))
   }
 
+  // the message of a decode that refuses a value describes it, recursing as deep: 3000 levels overflowed the stack there
+  it.live("arguments nested thousands of levels deep are a one-line tool error, not a stack overflow", () =>
+    withTools(Effect.gen(function*() {
+      let nested: unknown = "ls"
+      for (let i = 0; i < 3000; i++) nested = [nested]
+      expect(yield* call("bash", { command: nested })).toEqual({
+        ok: false,
+        reason: "InvalidInput",
+        text: "invalid arguments for bash: they nest values over 16 levels deep. bash takes command (required), workdir, timeout, run_in_background, yield_ms, description, tty, cols, rows."
+      })
+    })))
+
   it.live("a model's bad calls come back to it as tool errors, and the turn goes on", () =>
     withTools(Effect.gen(function*() {
       const model = yield* LanguageModel.make({

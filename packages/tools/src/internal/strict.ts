@@ -6,6 +6,7 @@
  * given a schema any object passes, carrying the strict schema's JSON Schema
  * for the model to read, and the handler decodes with the strict one.
  */
+import * as UntrustedJson from "@corral/core/UntrustedJson"
 import * as Tool from "@effect/ai/Tool"
 import * as Effect from "effect/Effect"
 import type * as JsonSchema from "effect/JSONSchema"
@@ -58,6 +59,14 @@ const article = (type: string) => (/^[aeiou]/.test(type) ? `an ${type}` : `a ${t
  * `tool` with `fields`, closed. `required` overrides the JSON Schema's list,
  * for a parameter the model must send that an alias may stand in for.
  */
+/**
+ * Deepest nesting accepted in a call's arguments, whose values are flat.
+ * A deeper call is refused before its decode: the message of a decode that
+ * refuses a value describes it, recursing as deep, and some thousands of
+ * levels overflowed the stack there (see `UntrustedJson`).
+ */
+const MAX_DEPTH = 16
+
 export const make = <Fields extends Schema.Struct.Fields>(
   tool: string,
   fields: Fields,
@@ -103,8 +112,11 @@ export const make = <Fields extends Schema.Struct.Fields>(
   ) => Effect.Effect<Schema.Struct.Type<Fields>, ParseResult.ParseError>
   return {
     parameters: AnyObject.annotations({ jsonSchema }),
-    decode: (input) =>
-      decodeStrict(input).pipe(Effect.catchTag("ParseError", (error) => {
+    decode: (input) => {
+      if (UntrustedJson.nestedDeeperThan(input, MAX_DEPTH)) {
+        return invalidInput(`invalid arguments for ${tool}: they nest values over ${MAX_DEPTH} levels deep. ${takes}.`)
+      }
+      return decodeStrict(input).pipe(Effect.catchTag("ParseError", (error) => {
         const given = (typeof input === "object" && input !== null ? input : {}) as Record<string, unknown>
         const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
         // an issue at the top (not an object) has no parameter to name
@@ -114,5 +126,6 @@ export const make = <Fields extends Schema.Struct.Fields>(
         const what = lines.length === 0 ? `the arguments must be an object; got ${quote(input)}` : lines.slice(0, MAX_ISSUES).join("; ") + more
         return invalidInput(`invalid arguments for ${tool}: ${what}. ${takes}.`)
       }))
+    }
   }
 }
