@@ -30,6 +30,7 @@ import { bounded } from "./internal/bounded.js"
 import * as Cgroup from "./internal/cgroup.js"
 import * as Pidns from "./internal/pidns.js"
 import * as Executable from "./internal/executable.js"
+import * as MembershipImpl from "./internal/membership.js"
 import * as Pty from "./internal/pty.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
@@ -201,8 +202,8 @@ export interface ProcessGroup {
   readonly unsafeOnExit: (f: () => void) => () => void
   /**
    * Sends `signal` to the group, as a terminal sends one to its foreground
-   * job. Call it only while the group's id is surely its own: while the
-   * leader runs, or while members hold that id.
+   * job. Once the leader is reaped, only while a member of the shell still
+   * holds the group's id: after that, the id may be another's.
    */
   readonly signal: (signal: NodeJS.Signals) => Effect.Effect<void>
   /**
@@ -775,13 +776,33 @@ const namespaceLook = (
 /**
  * A signal to the leader's group. A pidns leader (`unshare`) dies of most
  * signals, and its namespace at once with it (`--kill-child`), before the
- * command could act on one: those go to every other member by pid.
+ * command could act on one: those go to every other member by pid. Once
+ * the leader is reaped (a lingering shell), see `signalLingering`.
  */
-const signalGroup = (table: ProcessTable["Type"], cell: Cell, pgid: number) => (signal: NodeJS.Signals): Effect.Effect<void> =>
-  cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
-    ? Effect.asVoid(table.signal(-pgid, signal))
+const signalGroup = (table: ProcessTable["Type"], cell: Cell, leader: Leader, target: StopTarget) =>
+(signal: NodeJS.Signals): Effect.Effect<void> => {
+  if (!leader.held()) return signalLingering(table, target, signal)
+  return cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
+    ? Effect.asVoid(table.signal(-target.pgid, signal))
     : Effect.flatMap(table.scan, (all) =>
-      Effect.forEach(groupMembers(all, pgid).filter((p) => p.pid !== pgid), (p) => table.signal(p.pid, signal), { discard: true }))
+      Effect.forEach(groupMembers(all, target.pgid).filter((p) => p.pid !== target.pgid), (p) => table.signal(p.pid, signal), { discard: true }))
+}
+
+/**
+ * A signal to the group of a leader reaped already. Its id stays the
+ * shell's only while a member of the shell is in that group: once the last
+ * has left it or died, the kernel may hand the id to another's new group.
+ * So the shell's members are found as a stop finds them, and the group gets
+ * the signal only where one of them holds its id; otherwise no one does.
+ */
+const signalLingering = (table: ProcessTable["Type"], target: StopTarget, signal: NodeJS.Signals) =>
+  Effect.acquireUseRelease(
+    MembershipImpl.make(table, [target]),
+    (membership) =>
+      Effect.flatMap(membership.scan, () =>
+        membership.groups[0]!.live.some((p) => p.pgid === target.pgid) ? Effect.asVoid(table.signal(-target.pgid, signal)) : Effect.void),
+    (membership) => membership.release
+  )
 
 const startTimeOf = (table: ProcessTable["Type"], pid: number) =>
   Effect.map(table.lookup(pid), (found) => Option.getOrUndefined(Option.map(found, (p) => p.startTime)))
@@ -815,20 +836,21 @@ const assemble = (
   { exit, onExited, output }: Pick<Sinks, "exit" | "onExited" | "output">,
   stopState: StopState
 ): ProcessGroup => {
+  const target: StopTarget = { pgid: leader.pid, sid: leader.pid, ...base.held }
   const group: ProcessGroup = {
     shellId: base.shellId,
     containment: base.cell.backend,
     pid: leader.pid,
     tty: base.tty,
     leaderStartTime: base.leaderStartTime,
-    target: { pgid: leader.pid, sid: leader.pid, ...base.held },
+    target,
     output,
     stdio: leader.stdio,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
     mayLinger: Effect.sync(() => base.cell.backend !== "pidns" || !leader.killed()),
     unsafeOnExit: onExited,
-    signal: signalGroup(base.table, base.cell, leader.pid),
+    signal: signalGroup(base.table, base.cell, leader, target),
     writeStdin: leader.writeStdin,
     resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
     stop: (options) => Effect.map(stopAll([group], options), (reports) => reports[0]!),
@@ -928,7 +950,10 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   // released after the stop, before the output: what the stop left running
   yield* onClose(() => endStray(table, shellId, leader))
   const pid = leader.pid
-  const leaderStartTime = tty ? Effect.succeed(yield* startTimeOf(table, pid)) : startTimeWhenAsked(table, leader)
+  // read at once where a scan finds the members (see `StopTarget.leaderStartTime`), while the pid is surely the leader's
+  const scanned = cell.cgroup === undefined && cell.backend !== "pidns"
+  const exactStart = tty || scanned ? yield* startTimeOf(table, pid) : undefined
+  const leaderStartTime = tty || scanned ? Effect.succeed(exactStart) : startTimeWhenAsked(table, leader)
   // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
   const ready = forked !== undefined
     ? Effect.asVoid(bounded(Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)]), Duration.seconds(1)))
@@ -951,7 +976,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     groupAlive: table.signal(-pid, 0),
     leader
   }
-  const group = assemble({ shellId, cell, tty, held, leaderStartTime, table }, leader, sinks, stopState)
+  const group = assemble({ shellId, cell, tty, held: scanned && exactStart !== undefined ? { ...held, leaderStartTime: exactStart } : held, leaderStartTime, table }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
   // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
   yield* onClose(() => stopState.phase._tag === "Stopped" ? Effect.void : Effect.asVoid(group.stop()))

@@ -492,7 +492,18 @@ const makeTreeIndex = (table: ProcessTable["Type"], scanned: ReadonlyArray<Group
   }
   /** A process's owner by what its stat line says: its group or session, one a member made, or its having been seen. */
   const ownerByStat = (p: ProcessInfo, now: ReadonlyMap<number, number>) =>
-    seen.get(key(p)) ?? bySession.get(p.sid) ?? byGroup.get(p.pgid) ?? (isGone(p) ? undefined : ledByMember(p, now))
+    seen.get(key(p)) ?? unlessTaken(bySession.get(p.sid), now) ?? unlessTaken(byGroup.get(p.pgid), now) ??
+      (isGone(p) ? undefined : ledByMember(p, now))
+  /**
+   * A shell whose group and session ids are still its own: not when a process
+   * of its leader's pid runs with a start time other than the leader's. The
+   * kernel hands out a pid again only once no group or session holds it, so
+   * that process's new group and session are another's.
+   */
+  const unlessTaken = (g: Group | undefined, now: ReadonlyMap<number, number>) => {
+    const started = g?.target.leaderStartTime
+    return started !== undefined && now.has(g!.target.pgid) && now.get(g!.target.pgid) !== started ? undefined : g
+  }
   /** A process's owner by a file of its own: its PID namespace, then its tags. */
   const ownerByReading = (p: ProcessInfo) =>
     Effect.gen(function*() {

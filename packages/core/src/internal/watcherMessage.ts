@@ -24,7 +24,13 @@ export const StopTarget = Schema.Struct({
   /** Set when the leader (`unshare`) holds the shell in a PID namespace of its own. */
   pidns: Schema.optional(Schema.Literal(true)),
   /** Where the pid allocator stood just before the spawn: a scan for members skips the pids not handed out since. */
-  pidMark: Schema.optional(PidMark)
+  pidMark: Schema.optional(PidMark),
+  /**
+   * The leader's own start time, where membership is found by scanning: a
+   * process of the leader's pid with another start time took that pid after
+   * the leader was reaped, and its group and session ids with it.
+   */
+  leaderStartTime: Schema.optional(Schema.Number)
 })
 
 /** Targets are known by key: an add of the same key replaces what the watcher knew. */
