@@ -383,6 +383,20 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
 
   for (const backend of backends) {
     describe(`backend ${backend}`, () => {
+      it.scopedLive("a stop that had to kill returns only once every process it struck is done exiting, not once the cell or group reads empty", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // each round races the stop's end against ten processes' exits: a member counted gone while still exiting shows here
+          for (let round = 0; round < 10; round++) {
+            const group = yield* ProcessGroup.spawn({ command: `trap '' TERM; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 6${token} & done; wait` })
+            yield* waitUntil("the sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 10)
+            const report = yield* group.stop({ grace: Duration.millis(20) })
+            expect(marked(token), `round ${round}: processes alive when the stop returned`).toEqual([])
+            expect(report, JSON.stringify(report)).toMatchObject({ escalated: true, survivors: [] })
+          }
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("stops an escaper that left the session and dropped its tag while its parent lived", () =>
         Effect.gen(function*() {
           const token = newToken()

@@ -251,11 +251,13 @@ const makeWith = (
     // the others; once it is gone, they are read to make sure, as any scanned member is
     if (init !== undefined) return Effect.flatMap(stillAlive(init), (alive) => alive ? Effect.void : readEach)
     if (cgroup === undefined) return readEach
-    return Effect.sync(() => {
-      if (!struckWhole.has(g)) relist(g, cgroup)
-      else if (Cgroup.unpopulated(cgroup, read)) g.live = []
-    })
+    if (!struckWhole.has(g)) return Effect.sync(() => relist(g, cgroup))
+    // a cell reads empty once its last member has left it, a moment before that member is done exiting:
+    // those struck are looked at once it is empty, and the few still exiting at the next check
+    return Cgroup.unpopulated(cgroup, read) ? Effect.map(Effect.filter(g.live, stillExiting), (live) => void (g.live = live)) : Effect.void
   }
+  /** A member struck, and no longer in its cell: one a signal 0 no longer finds (reaped) needs no read of its /proc. */
+  const stillExiting = (p: ProcessInfo) => Effect.flatMap(table.signal(p.pid, 0), (found) => found ? stillAlive(p) : Effect.succeed(false))
   const recheck = Effect.forEach(groups, recheckGroup, { discard: true })
 
   const resolve = (g: Group, now: boolean) =>
