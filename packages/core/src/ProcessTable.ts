@@ -42,8 +42,9 @@ const MAX_KEPT_PROCESSES = 128
 /** A signal by name, or by number where Node has no name for it (real-time signals, or 0 to probe). */
 export type Signal = NodeJS.Signals | number
 
-const ownProc = (signal: ProcessTable["Type"]["signal"], uptime: KeptFiles) =>
+const ownProc = (own: OwnProcess["Type"], uptime: KeptFiles) =>
   ProcessTable.of({
+    self: own.pid,
     scan: Effect.sync(() => ProcLinux.scan()),
     scanSince: (since) => Effect.sync(() => ProcLinux.scan(since)),
     mark: Effect.sync(() => ProcLinux.mark()),
@@ -61,17 +62,19 @@ const ownProc = (signal: ProcessTable["Type"]["signal"], uptime: KeptFiles) =>
     pidNamespaceOf: (pid, forChildren) =>
       Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf(pid === process.pid ? "self" : pid, forChildren))),
     now: Effect.sync(() => ProcLinux.now(uptime.read)),
-    signal
+    signal: signaller(own)
   })
 
 /** The per-process files of our `pid`, read at its entry in another namespace's `/proc`. */
-const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, signal: ProcessTable["Type"]["signal"], uptime: KeptFiles) => {
+const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, own: OwnProcess["Type"], uptime: KeptFiles) => {
   const at = <A>(pid: number, read: (entry: number) => A | undefined) =>
     Effect.sync(() => {
       const entry = proc.procEntry(pid)
       return entry === undefined ? undefined : read(entry)
     })
   return ProcessTable.of({
+    // read through our namespace's ids (`NSpid`): our pid is the one we know
+    self: own.pid,
     scan: Effect.sync(proc.scan),
     // another namespace's /proc: its pids are not the allocator's we can read
     scanSince: () => Effect.sync(proc.scan),
@@ -85,7 +88,7 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, signal: ProcessT
         ? Effect.sync(() => Option.fromNullable(ProcLinux.pidNamespaceOf("self", forChildren)))
         : Effect.map(at(pid, (entry) => ProcLinux.pidNamespaceOf(entry, forChildren)), Option.fromNullable),
     now: Effect.sync(() => ProcLinux.now(uptime.read)),
-    signal
+    signal: signaller(own)
   })
 }
 
@@ -107,6 +110,8 @@ export class OwnProcess extends Context.Tag("@corral/core/OwnProcess")<OwnProces
 }
 
 export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<ProcessTable, {
+  /** This process's pid as the table numbers processes: never a member of a shell, whatever it reads as. */
+  readonly self: number
   /** Every process the table can see, zombies included. */
   readonly scan: Effect.Effect<ReadonlyArray<ProcessInfo>>
   /** At least every process born since the mark (all of them where the table cannot tell): what a shell's members can be among. */
@@ -155,8 +160,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
       // held from the start, before the program can have run out of them
       Descriptors.reserve()
       const level = ProcForeign.ourLevel()
-      const signal = signaller(own)
-      return level === undefined ? ownProc(signal, uptime) : foreignProc(ProcForeign.make(level), signal, uptime)
+      return level === undefined ? ownProc(own, uptime) : foreignProc(ProcForeign.make(level), own, uptime)
     })
   )
 
@@ -168,6 +172,7 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
     ProcessTable,
     Effect.map(OwnProcess, (own) =>
       ProcessTable.of({
+        self: own.pid,
         scan: Effect.sync(ProcPs.scan),
         scanSince: () => Effect.sync(ProcPs.scan),
         mark: Effect.succeed(undefined),
@@ -195,6 +200,8 @@ export class ProcessTable extends Context.Tag("@corral/core/ProcessTable")<Proce
    */
   static readonly layerTest = (script: TestScript): Layer.Layer<ProcessTable> =>
     Layer.succeed(ProcessTable, ProcessTable.of({
+      // no pid: the scripted processes are the test's, whatever this process's real pid is
+      self: 0,
       scan: Ref.get(script.processes),
       scanSince: () => Ref.get(script.processes),
       mark: Effect.succeed(undefined),

@@ -543,7 +543,7 @@ const makeTreeIndex = (table: ProcessTable["Type"], scanned: ReadonlyArray<Group
         }
         return orphans.filter((p) => !owner.has(p.pid))
       }
-      const candidates = all.filter((p) => p.pid !== process.pid && p.startTime >= oldest)
+      const candidates = all.filter((p) => p.pid !== table.self && p.startTime >= oldest)
       const unread = grow(candidates.filter((p) => !take(p, ownerByStat(p, now))))
       const unowned: Array<ProcessInfo> = []
       for (const p of unread) if (isGone(p) || !take(p, yield* ownerByReading(p))) unowned.push(p)
