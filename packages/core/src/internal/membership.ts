@@ -580,7 +580,7 @@ const namespaceOfLeader = (table: ProcessTable["Type"], target: StopTarget) =>
     const leader = yield* table.lookup(target.pgid)
     if (!Option.exists(leader, (p) => p.startTime >= target.startTime && p.comm === "unshare" && !isGone(p))) return Option.none()
     const ns = yield* table.pidNamespaceOf(target.pgid, true)
-    const own = yield* table.pidNamespaceOf(process.pid)
+    const own = yield* table.pidNamespaceOf(table.self)
     return Option.filter(ns, (inode) => !Option.contains(own, inode))
   })
 
