@@ -774,33 +774,40 @@ const namespaceLook = (
 }
 
 /**
- * A signal to the leader's group. A pidns leader (`unshare`) dies of most
- * signals, and its namespace at once with it (`--kill-child`), before the
- * command could act on one: those go to every other member by pid. Once
- * the leader is reaped (a lingering shell), see `signalLingering`.
+ * A signal to the leader's group, while its id is surely the shell's: while
+ * the leader is our unreaped child, or else while a member of the shell is
+ * still in that group (see `heldByMember`). Otherwise no one gets it.
  */
 const signalGroup = (table: ProcessTable["Type"], cell: Cell, leader: Leader, target: StopTarget) =>
-(signal: NodeJS.Signals): Effect.Effect<void> => {
-  if (!leader.held()) return signalLingering(table, target, signal)
-  return cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
-    ? Effect.asVoid(table.signal(-target.pgid, signal))
-    : Effect.flatMap(table.scan, (all) =>
-      Effect.forEach(groupMembers(all, target.pgid).filter((p) => p.pid !== target.pgid), (p) => table.signal(p.pid, signal), { discard: true }))
-}
+(signal: NodeJS.Signals): Effect.Effect<void> =>
+  Effect.flatMap(
+    leader.held() ? Effect.succeed(true) : heldByMember(table, target),
+    (ours) => ours ? sendToGroup(table, cell, target.pgid, signal) : Effect.void
+  )
 
 /**
- * A signal to the group of a leader reaped already. Its id stays the
- * shell's only while a member of the shell is in that group: once the last
- * has left it or died, the kernel may hand the id to another's new group.
- * So the shell's members are found as a stop finds them, and the group gets
- * the signal only where one of them holds its id; otherwise no one does.
+ * A pidns leader (`unshare`) dies of most signals, and its namespace at once
+ * with it (`--kill-child`), before the command could act on one: those go
+ * to every other member of its group by pid.
  */
-const signalLingering = (table: ProcessTable["Type"], target: StopTarget, signal: NodeJS.Signals) =>
+const sendToGroup = (table: ProcessTable["Type"], cell: Cell, pgid: number, signal: NodeJS.Signals): Effect.Effect<void> =>
+  cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
+    ? Effect.asVoid(table.signal(-pgid, signal))
+    : Effect.flatMap(table.scan, (all) =>
+      Effect.forEach(groupMembers(all, pgid).filter((p) => p.pid !== pgid), (p) => table.signal(p.pid, signal), { discard: true }))
+
+/**
+ * Whether a member of the shell is in its leader's group, where the leader
+ * may have been reaped (a lingering shell; a terminal's, which the pty
+ * package reaps when it likes). Once the last member has left that group
+ * or died, the kernel may hand its id to another's new group. The members
+ * are found as a stop finds them; one seen in the group keeps the id the
+ * shell's until the signal goes.
+ */
+const heldByMember = (table: ProcessTable["Type"], target: StopTarget) =>
   Effect.acquireUseRelease(
     MembershipImpl.make(table, [target]),
-    (membership) =>
-      Effect.flatMap(membership.scan, () =>
-        membership.groups[0]!.live.some((p) => p.pgid === target.pgid) ? Effect.asVoid(table.signal(-target.pgid, signal)) : Effect.void),
+    (membership) => Effect.map(membership.scan, () => membership.groups[0]!.live.some((p) => p.pgid === target.pgid)),
     (membership) => membership.release
   )
 

@@ -54,7 +54,24 @@ export interface Source {
   readonly info: Effect.Effect<ShellInfo>
   /** Completes when the shell has ended. */
   readonly settled: Effect.Effect<void>
+  /** Whether the shell has ended already. */
+  readonly hasSettled: Effect.Effect<boolean>
 }
+
+/**
+ * How long a read of a shell that has ended waits for its output to end too.
+ * What the dead wrote may still be on its way when their end is known: a
+ * namespace's init reports its command's exit before `unshare` exits and the
+ * terminal or pipes close, and a `wait_for` then missed a line that arrived
+ * a moment later. A process that outlived the shell keeps its pipes open, so
+ * the wait is bounded, as the shell's scope bounds its own (see ProcessGroup).
+ */
+const OUTPUT_AFTER_END_MS = 200
+
+/** The output's end, or `OUTPUT_AFTER_END_MS`, whichever comes first. */
+const outputEnded = (output: OutputBuffer) =>
+  Effect.flatMap(output.stats, ({ written }) =>
+    Effect.asVoid(Effect.timeoutOption(Stream.runDrain(output.follow(written)), Duration.millis(OUTPUT_AFTER_END_MS))))
 
 export const DEFAULT_WAIT_MS = 30_000
 
@@ -142,6 +159,7 @@ const waitForLine = (source: Source, cursor: number, pattern: string, waitMs: nu
     // the last lines may still be on their way to the matcher: they count too
     const ended = Effect.gen(function*() {
       yield* source.settled
+      yield* outputEnded(source.output)
       const all = yield* source.output.readSince(cursor)
       return (yield* anyLineMatches(all.text, pattern)) ? "matched" as const : "exited" as const
     })
@@ -159,6 +177,8 @@ export const read = (source: Source, options: OutputOptions) =>
     const reader = options.reader ?? "default"
     const cursor = source.cursors.get(reader) ?? 0
     const waited = waitFor === undefined ? undefined : yield* waitForLine(source, cursor, waitFor, waitMs)
+    // a shell read as ended is read with all it wrote
+    if (waited === undefined && (yield* source.hasSettled)) yield* outputEnded(source.output)
     const stats = yield* source.output.stats
     let text: string
     let dropped = stats.dropped
@@ -190,7 +210,8 @@ const sourceOf = (shell: Shell): Source => ({
   output: shell.group.output,
   cursors: shell.cursors,
   info: infoOf(shell),
-  settled: Deferred.await(shell.settled)
+  settled: Deferred.await(shell.settled),
+  hasSettled: Deferred.isDone(shell.settled)
 })
 
 /** The registry's reads of its shells' output. */
