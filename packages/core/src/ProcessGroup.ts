@@ -202,8 +202,9 @@ export interface ProcessGroup {
   readonly unsafeOnExit: (f: () => void) => () => void
   /**
    * Sends `signal` to the group, as a terminal sends one to its foreground
-   * job. Once the leader is reaped, only while a member of the shell still
-   * holds the group's id: after that, the id may be another's.
+   * job. Once corral no longer holds the leader (reaped, or on a terminal,
+   * whose leader the pty package reaps), only while a member of the shell
+   * is still in the group: after that, its id may be another's.
    */
   readonly signal: (signal: NodeJS.Signals) => Effect.Effect<void>
   /**
