@@ -7,13 +7,14 @@
  * is writable the cgroup backend must work, or the suite fails.
  */
 import { execFile, spawn, spawnSync } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { randomInt } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import type { Backend, ShellEvent } from "@corral/core"
+import type { Backend, ShellEvent, ShellInfo } from "@corral/core"
 import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "@corral/core"
 // the cgroup file operations themselves, below the public surface
 import * as CellRelease from "../packages/core/src/internal/cellRelease.js"
@@ -289,15 +290,24 @@ const safeKill = (pid: number, signal: NodeJS.Signals) => {
 /** Root in the namespace of npm test may choose the next pid (`ns_last_pid`); nowhere else is it ours to change. */
 const canChooseNextPid = inPidNamespace && process.getuid?.() === 0
 
-/** A detached child (a group of its own) with pid `pid`, chosen by `ns_last_pid`; undefined where other forks kept taking it. */
+/** A detached child (a group of its own) with pid `pid`, chosen by `ns_last_pid`; undefined where another process has it, or forks kept taking it. */
 const spawnWithPid = (pid: number, argv: ReadonlyArray<string>) => {
-  for (let attempt = 0; attempt < 50; attempt++) {
+  for (let attempt = 0; attempt < 50 && !fs.existsSync(`/proc/${pid}`); attempt++) {
     fs.writeFileSync("/proc/sys/kernel/ns_last_pid", String(pid - 1))
     const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: "ignore" })
     if (child.pid === pid) return child
     child.kill("SIGKILL")
   }
   return undefined
+}
+
+/** A process's command line; "" once it is gone. */
+const cmdlineOf = (pid: number) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1")
+  } catch {
+    return ""
+  }
 }
 
 /** Waits until a registry shell is Lingering: its leader has exited, and processes of it run on. */
@@ -916,25 +926,29 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
               const token = newToken()
               yield* Effect.addFinalizer(() => killMarked(token))
               const registry = yield* ShellRegistry
-              // its one process in a session and group of its own: the leader's group is empty once the leader is reaped
-              const left = yield* registry.start({ command: `setsid sleep 6${token} & exit 0` }, { owner: "t" })
-              yield* untilLingering(registry, left.id)
-              // a stranger's new group takes the id the leader's group had
-              const stranger = yield* Effect.acquireRelease(
-                Effect.sync(() => spawnWithPid(left.pid, ["sleep", `7${token}`])),
-                (child) => Effect.sync(() => child?.kill("SIGKILL"))
-              )
-              expect(stranger?.pid, "a stranger spawned with the leader's pid").toBe(left.pid)
-              yield* registry.signal(left.id, "SIGTERM", { owner: "t" })
+              // another test's process may take the pid first (and keep it, a zombie of a PID 1 that reaps no
+              // orphan): a new shell then has another pid to try
+              let left: ShellInfo | undefined
+              let stranger: ChildProcess | undefined
+              for (let attempt = 0; attempt < 5 && stranger === undefined; attempt++) {
+                // its one process in a session and group of its own: the leader's group is empty once the leader is reaped
+                left = yield* registry.start({ command: `setsid sleep 6${token} & exit 0` }, { owner: "t" })
+                yield* untilLingering(registry, left.id)
+                // a stranger's new group takes the id the leader's group had
+                stranger = spawnWithPid(left.pid, ["sleep", `7${token}`])
+              }
+              yield* Effect.addFinalizer(() => Effect.sync(() => stranger?.kill("SIGKILL")))
+              expect(stranger?.pid, "a stranger spawned with the leader's pid").toBe(left!.pid)
+              yield* registry.signal(left!.id, "SIGTERM", { owner: "t" })
               yield* Effect.sleep(100)
               expect(stranger!.exitCode === null && stranger!.signalCode === null, "the stranger lives").toBe(true)
-              expect((yield* registry.info(left.id)).status).toMatchObject({ _tag: "Lingering", members: 1 })
+              expect((yield* registry.info(left!.id)).status).toMatchObject({ _tag: "Lingering", members: 1 })
               // one whose member is still in the leader's group gets it, there
               const kept = yield* registry.start({ command: `sleep 8${token} & exit 0` }, { owner: "t" })
               yield* untilLingering(registry, kept.id)
               yield* registry.signal(kept.id, "SIGTERM", { owner: "t" })
-              yield* waitUntil("the kept member's end", () => !marked(token).some((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(`8${token}`)))
-              yield* registry.kill(left.id, { owner: "t" })
+              yield* waitUntil("the kept member's end", () => !marked(token).some((pid) => cmdlineOf(pid).includes(`8${token}`)))
+              yield* registry.kill(left!.id, { owner: "t" })
               expect(stranger!.exitCode === null && stranger!.signalCode === null, "the stranger lives after the kill too").toBe(true)
             }).pipe(Effect.scoped, Effect.provide(registryLayer))
         )
