@@ -35,7 +35,7 @@ import * as Pty from "./internal/pty.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { groupMembers, isGone, ProcessTable } from "./ProcessTable.js"
-import type { Signal } from "./ProcessTable.js"
+import type { ProcessInfo, Signal } from "./ProcessTable.js"
 import * as Watcher from "./Watcher.js"
 
 export interface SpawnSpec {
@@ -777,38 +777,44 @@ const namespaceLook = (
 /**
  * A signal to the leader's group, while its id is surely the shell's: while
  * the leader is our unreaped child, or else while a member of the shell is
- * still in that group (see `heldByMember`). Otherwise no one gets it.
+ * still in that group (see `membersInGroup`). Otherwise no one gets it.
  */
 const signalGroup = (table: ProcessTable["Type"], cell: Cell, leader: Leader, target: StopTarget) =>
 (signal: NodeJS.Signals): Effect.Effect<void> =>
-  Effect.flatMap(
-    leader.held() ? Effect.succeed(true) : heldByMember(table, target),
-    (ours) => ours ? sendToGroup(table, cell, target.pgid, signal) : Effect.void
-  )
+  leader.held()
+    ? sendToGroup(table, cell, target.pgid, signal, Effect.map(table.scan, (all) => groupMembers(all, target.pgid)))
+    : Effect.flatMap(membersInGroup(table, target), (members) =>
+      members.length === 0 ? Effect.void : sendToGroup(table, cell, target.pgid, signal, Effect.succeed(members)))
 
 /**
  * A pidns leader (`unshare`) dies of most signals, and its namespace at once
  * with it (`--kill-child`), before the command could act on one: those go
- * to every other member of its group by pid.
+ * to every other member of its group by pid, as `members` finds them.
  */
-const sendToGroup = (table: ProcessTable["Type"], cell: Cell, pgid: number, signal: NodeJS.Signals): Effect.Effect<void> =>
+const sendToGroup = (
+  table: ProcessTable["Type"],
+  cell: Cell,
+  pgid: number,
+  signal: NodeJS.Signals,
+  members: Effect.Effect<ReadonlyArray<ProcessInfo>>
+): Effect.Effect<void> =>
   cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
     ? Effect.asVoid(table.signal(-pgid, signal))
-    : Effect.flatMap(table.scan, (all) =>
-      Effect.forEach(groupMembers(all, pgid).filter((p) => p.pid !== pgid), (p) => table.signal(p.pid, signal), { discard: true }))
+    : Effect.flatMap(members, (found) =>
+      Effect.forEach(found.filter((p) => p.pid !== pgid), (p) => table.signal(p.pid, signal), { discard: true }))
 
 /**
- * Whether a member of the shell is in its leader's group, where the leader
- * may have been reaped (a lingering shell; a terminal's, which the pty
- * package reaps when it likes). Once the last member has left that group
- * or died, the kernel may hand its id to another's new group. The members
- * are found as a stop finds them; one seen in the group keeps the id the
- * shell's until the signal goes.
+ * The shell's members in its leader's group, where the leader may have been
+ * reaped (a lingering shell; a terminal's, which the pty package reaps when
+ * it likes). Once the last member has left that group or died, the kernel
+ * may hand its id to another's new group. The members are found as a stop
+ * finds them; one seen in the group keeps the id the shell's until the
+ * signal goes.
  */
-const heldByMember = (table: ProcessTable["Type"], target: StopTarget) =>
+const membersInGroup = (table: ProcessTable["Type"], target: StopTarget) =>
   Effect.acquireUseRelease(
     MembershipImpl.make(table, [target]),
-    (membership) => Effect.map(membership.scan, () => membership.groups[0]!.live.some((p) => p.pgid === target.pgid)),
+    (membership) => Effect.map(membership.scan, () => membership.groups[0]!.live.filter((p) => p.pgid === target.pgid)),
     (membership) => membership.release
   )
 
