@@ -236,6 +236,17 @@ const commOf = (pid: number) => {
 /** Whether a `sleep` carrying the token runs: the command got past its traps (wrappers carry the token too). */
 const sleeping = (token: string) => marked(token).some((pid) => commOf(pid) === "sleep")
 
+/** What this process's descriptors name: paths for files, `pipe:[...]` and the like for the rest. */
+const openFiles = (): Array<string> =>
+  fs.readdirSync("/proc/self/fd").flatMap((fd) => {
+    try {
+      return [fs.readlinkSync(`/proc/self/fd/${fd}`)]
+    } catch {
+      // closed while listed (the listing's own descriptor among them)
+      return []
+    }
+  })
+
 /**
  * How long a test waits for the world to get somewhere: seconds on a busy
  * host (with the suite and three busy loops on two cores, five hops went
@@ -1188,6 +1199,21 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
         expect(Option.isSome(yield* group.exitStatus), `the leader's exit status at the return of stop ${i + 1}`).toBe(true)
         expect(marked(token), `left at the return of stop ${i + 1}`).toEqual([])
       }
+    }).pipe(Effect.provide(firstLookLayer(reads))))
+
+  it.scopedLive("a stop closes the files of its cells it kept open as it ends, not at its scopes' close", () =>
+    Effect.gen(function*() {
+      const token = newToken()
+      yield* Effect.addFinalizer(() => killMarked(token))
+      const groups = yield* Effect.all([1, 2, 3].map(() => ProcessGroup.spawn({ command: ["sleep", `6${token}`] })))
+      yield* waitUntil("the three sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 3)
+      const cells = groups.map((g) => g.target.cgroup!)
+      const kept = () => openFiles().filter((file) => cells.some((cell) => file.startsWith(`${cell}/`)))
+      // a macrotask after its spawn, each shell opens its cell's listing and events for its stop
+      yield* waitUntil("each cell's two files open", () => kept().length === 6)
+      const reports = yield* ProcessGroup.stopAll(groups)
+      expect(reports.map((r) => r.survivors)).toEqual([[], [], []])
+      expect(kept(), "files of the cells still open after the stop").toEqual([])
     }).pipe(Effect.provide(firstLookLayer(reads))))
 
   it.scopedLive("a group of many ends in the look too: read at its leader's exit and as its members die, its pipes' close among them; no process is read", () =>

@@ -32,6 +32,7 @@ import * as Pidns from "./internal/pidns.js"
 import * as Executable from "./internal/executable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import * as Pty from "./internal/pty.js"
+import * as Releases from "./internal/releases.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
 import { groupMembers, isGone, ProcessTable } from "./ProcessTable.js"
@@ -255,6 +256,8 @@ interface StopState {
   readonly closed: Effect.Effect<void>
   /** Calls back once, at the leader's exit (a namespace's command's); returns what cancels that (see `GroupStop.firstLook`). */
   readonly onLeaderExit: (f: () => void) => () => void
+  /** Closes what the look keeps open, once the stop is over (a read after that opens it again, for the release to close). */
+  readonly letGo: () => void
   /** Whether the group's cell holds no process any more: a cgroup's `populated 0`, a namespace's leader's own exit; never for procScan. */
   readonly emptied: () => boolean
   /** Done once its cell may have emptied (`populated 0`, a namespace's leader's exit): a hint that ends a stop's pause early (never for procScan). */
@@ -266,6 +269,8 @@ interface StopState {
   readonly grace: Duration.DurationInput
   /** Whether its leader is still our unreaped child, and its exit event (see `leadersReaped`). */
   readonly leader: Pick<Leader, "held" | "onExit">
+  /** Ends its output now (see `discardOutput`). */
+  readonly endOutput: () => void
 }
 
 /**
@@ -331,8 +336,11 @@ interface Sinks {
    * never before returning, as `Leader.onExit`: for the stop's look, which waits without a fiber.
    */
   readonly onExited: (f: () => void) => () => void
-  /** Every holder of the output closed it: nothing more will come. */
+  /** Every holder of the output closed it: nothing more will come. Completed by `markClosed` alone. */
   readonly closed: Deferred.Deferred<void>
+  readonly markClosed: () => void
+  /** Whether `closed` is complete, asked without a fiber (a group's release). */
+  readonly isClosed: () => boolean
   /** A pidns init forked the command: only where an init reports (`Cell.reportsExit`). */
   readonly forked: Deferred.Deferred<void> | undefined
 }
@@ -362,6 +370,20 @@ const exitSink = (): Pick<Sinks, "exit" | "exited" | "onExited"> => {
         if (at >= 0) listeners!.splice(at, 1)
       }
     }
+  }
+}
+
+/** `Sinks`' end of output. */
+const closedSink = (): Pick<Sinks, "closed" | "markClosed" | "isClosed"> => {
+  const closed = Deferred.unsafeMake<void>(FiberId.none)
+  let done = false
+  return {
+    closed,
+    markClosed: () => {
+      done = true
+      Deferred.unsafeDone(closed, Effect.void)
+    },
+    isClosed: () => done
   }
 }
 
@@ -435,7 +457,7 @@ const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) 
     })
   })
 
-const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, forked, output }: Sinks): Leader => {
+const connectChild = (child: ChildProcess, spec: SpawnSpec, { exited, forked, markClosed, output }: Sinks): Leader => {
   const raw = Array.isArray(spec.stdio)
   if (!raw) {
     child.stdout?.on("data", (bytes: Uint8Array) => output.append("stdout", bytes))
@@ -449,7 +471,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, fo
   child.once("exit", (code, signal) => exited(toExitStatus(code, signal)))
   // `close` waits for every holder of the pipes; only output completeness depends on it
   child.once("close", () => {
-    Deferred.unsafeDone(closed, Effect.void)
+    markClosed()
     output.unsafeEnd()
   })
   return {
@@ -494,7 +516,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { closed, exited, fo
  * pidns cell's init reports on the socket at `report`, as the terminal
  * passes it no fd 3.
  */
-const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exited, output }: Sinks, report: string) =>
+const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { exited, markClosed, output }: Sinks, report: string) =>
   Effect.gen(function*() {
     const pty = yield* Effect.mapError(Pty.load, (missing) => new TtyUnavailable({ reasons: missing.reasons }))
     const { args, command, env, file, missing } = prepare(spec, shellId, cell, true, report)
@@ -515,7 +537,7 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { closed, exite
     // node-pty ends the output when the terminal hangs up (the session leader exited), or 200 ms after the leader's exit
     Pty.onClose(term, () => {
       open = false
-      Deferred.unsafeDone(closed, Effect.void)
+      markClosed()
       output.unsafeEnd()
     })
     return {
@@ -573,16 +595,6 @@ const fromWaitStatus = (status: number): ExitStatus => {
   return (status & 127) !== 0 && signal !== undefined ? { _tag: "Signaled", signal } : { _tag: "Exited", code: (status >> 8) & 255 }
 }
 
-/**
- * Runs `release()` when the current scope closes. `Scope.addFinalizer`, not
- * `Effect.addFinalizer`: these releases are closures that need none of the
- * acquiring fiber's refs, and restoring them (two FiberRefs diffs per
- * finalizer) was most of a shell's teardown when 200 closed at once. The
- * release is built when it runs: built at the spawn, a group's releases
- * (its stop above all) held 3 KiB of effects for as long as it lived.
- */
-const onClose = (release: () => Effect.Effect<void>) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizerExit(scope, release))
-
 /** The cgroup's `populated 0`, as the kernel tells of it (see `Cgroup.onUnpopulated`). */
 const whenUnpopulated = (dir: string) =>
   Effect.async<void>((resume) => {
@@ -591,10 +603,15 @@ const whenUnpopulated = (dir: string) =>
   })
 
 /** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
-const announce = (watcher: Watcher.Watcher["Type"] | undefined, shellId: string, held: Omit<StopTarget, "pgid" | "sid">) =>
-  watcher === undefined ? Effect.void : Effect.zipRight(
+const announce = (
+  watcher: Watcher.Watcher["Type"] | undefined,
+  releases: Releases.Releases,
+  shellId: string,
+  held: Omit<StopTarget, "pgid" | "sid">
+) =>
+  watcher === undefined ? Effect.void : Effect.map(
     watcher.add(shellId, { pgid: -1, sid: -1, ...held }),
-    onClose(() => watcher.remove(shellId))
+    () => releases.add(() => watcher.remove(shellId))
   )
 
 /**
@@ -604,13 +621,22 @@ const announce = (watcher: Watcher.Watcher["Type"] | undefined, shellId: string,
  * cannot cut short an uninterruptible wait: made interruptible, or a
  * process outside the shell holding a pipe would hold the scope's close for
  * as long as it lives. Already closed (the usual case once the stop is
- * over), there is nothing to wait for.
+ * over), or ended (`endOutput`), there is nothing to wait for.
  */
-const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, { closed, output }: Sinks) =>
+const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, releases: Releases.Releases, { closed, isClosed, output }: Sinks) =>
   // started and its release registered in one step, as acquireRelease does
-  Effect.uninterruptible(
-    Effect.tap(start, (leader) => onClose(() => drained(closed).pipe(Effect.zipRight(Effect.sync(leader.closeOutput)), Effect.zipRight(output.end))))
-  )
+  Effect.uninterruptible(Effect.map(start, (leader) => {
+    let ended = false
+    const endOutput = () => {
+      ended = true
+      leader.closeOutput()
+      output.unsafeEnd()
+    }
+    releases.add(() =>
+      ended || isClosed() ? endOutput() : Effect.zipRight(bounded(Deferred.await(closed), Duration.millis(200)), Effect.sync(endOutput))
+    )
+    return { leader, endOutput }
+  }))
 
 /**
  * The leader, if it still runs once its stop is over: that stop missed a
@@ -622,8 +648,8 @@ const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, 
  * reaped at its exit event, which is given `REAPED_WITHIN_MS` of real time
  * (the kernel's, not the program's clock) to come.
  */
-const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader) =>
-  !leader.held() ? Effect.void : Effect.zipRight(
+const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader): Effect.Effect<void> | undefined =>
+  !leader.held() ? undefined : Effect.zipRight(
     leadersReaped([leader]),
     Effect.suspend(() => !leader.held() ? Effect.void : Effect.flatMap(table.lookup(leader.pid), (found) => {
       // told only where the table sees it alive: a zombie not yet reaped is no news
@@ -637,17 +663,14 @@ const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader) 
 /** How long a leader found unreaped at its release has for its exit event to come before it is taken to run. */
 const REAPED_WITHIN_MS = 100
 
-const drained = (closed: Deferred.Deferred<void>) =>
-  Effect.flatMap(Deferred.isDone(closed), (done) =>
-    done ? Effect.void : Effect.asVoid(bounded(Deferred.await(closed), Duration.millis(200))))
-
 /** What a stop reads of the group's cell before its stop proper (see `GroupStop.firstLook`). */
-type Look = Pick<StopState, "begin" | "moveIn" | "onLeaderExit" | "emptied" | "unpopulated" | "listed">
+type Look = Pick<StopState, "begin" | "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated" | "listed">
 
 /** A cell that lists nothing (procScan): the stop proper finds the members. */
 const noLook = (leader: Leader): Look => ({
   begin: () => Effect.succeed(undefined),
   moveIn: () => {},
+  letGo: () => {},
   onLeaderExit: leader.onExit,
   emptied: () => false,
   unpopulated: Effect.never,
@@ -725,6 +748,8 @@ const cgroupLook = (
       if (outside && leader.held() && !list().includes(leader.pid)) Cgroup.join(dir, leader.pid)
       outside = false
     },
+    // the listing's two files, kept for the stop: closed as it ends, not among the releases of a shutdown's 200 scopes
+    letGo: listing.close,
     onLeaderExit: leader.onExit,
     // Not while the leader is our unreaped child: outside at the beginning, the cell's emptiness says
     // nothing of it; inside, `populated 0` comes when its last member has left the cgroup, in the
@@ -766,6 +791,7 @@ const namespaceLook = (
         return GroupStop.signalAtOnce(table, target(), signal, Pidns.reached(leader.pid, listed))
       }),
     moveIn: () => {},
+    letGo: () => {},
     // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
     onLeaderExit: onExited,
     emptied: leader.exitedByItself,
@@ -931,16 +957,18 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const shellId = spec.shellId ?? generateShellId()
   // acquired first, released last: the cell outlives the stop
   const cell = yield* containment.cell(shellId)
+  // every other release of the group is one finalizer, run before the cell's
+  const releases = yield* Releases.make
   const bornAfter = (yield* table.now) - 1
   // a cgroup lists its members; a scan for them need not read processes older than the shell
   const pidMark = cell.cgroup === undefined ? yield* table.mark : undefined
   const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined, pidMark } as const
-  yield* announce(services.watcher, shellId, held)
+  yield* announce(services.watcher, releases, shellId, held)
   // made in one step: completed from the child's callbacks, by no fiber
   const sinks: Sinks = yield* Effect.sync(() => ({
     output: OutputBuffer.unsafeMake(limits.bufferBytes),
     ...exitSink(),
-    closed: Deferred.unsafeMake<void>(FiberId.none),
+    ...closedSink(),
     // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init);
     // a deferred holds 2 KiB of Effect's prototype, which no other cell needs
     forked: cell.reportsExit ? Deferred.unsafeMake<void>(FiberId.none) : undefined
@@ -949,20 +977,21 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   const tty = isTty(spec)
   // on a terminal, the init's report channel is a socket, closed after the leader's output (released first)
   const report = tty && cell.reportsExit
-    ? yield* Effect.acquireRelease(ReportSocket.listen(reportReader(sinks)), (socket) => Effect.sync(() => socket?.close()))
+    ? yield* Effect.uninterruptible(Effect.map(ReportSocket.listen(reportReader(sinks)), (socket) => {
+      releases.add(() => socket?.close())
+      return socket
+    }))
     : undefined
   const start: Effect.Effect<Leader, SpawnError | TtyUnavailable> = tty
     // without a socket, no channel at all: whatever fd 3 the terminal's child inherited is not the init's
     ? ptyLeader(spec, shellId, cell, sinks, report?.path ?? "")
     : pipeLeader(spec, shellId, cell, sinks)
-  // acquired before the leader: released after its stop; opens nothing until the join reads it, and its
-  // release goes onto the scope as a closure (see onClose: acquireRelease's refs restoring tripled a 200-shell teardown's closes)
-  const listing = cell.cgroup === undefined
-    ? undefined
-    : yield* Effect.tap(Effect.sync(() => makeKeptFiles(2)), (files) => onClose(() => Effect.sync(files.close)))
-  const leader = yield* startLeader(start, sinks)
+  // acquired before the leader: released after its stop; opens nothing until the join reads it
+  const listing = cell.cgroup === undefined ? undefined : makeKeptFiles(2)
+  if (listing !== undefined) releases.add(listing.close)
+  const { endOutput, leader } = yield* startLeader(start, releases, sinks)
   // released after the stop, before the output: what the stop left running
-  yield* onClose(() => endStray(table, shellId, leader))
+  releases.add(() => endStray(table, shellId, leader))
   const pid = leader.pid
   // read at once where a scan finds the members (see `StopTarget.leaderStartTime`), while the pid is surely the leader's
   const scanned = cell.cgroup === undefined && cell.backend !== "pidns"
@@ -988,12 +1017,13 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     closed: Deferred.await(closed),
     // signal 0 sends nothing: a group id taken again by another process only makes the look go on
     groupAlive: table.signal(-pid, 0),
-    leader
+    leader,
+    endOutput
   }
   const group = assemble({ shellId, cell, tty, held: scanned && exactStart !== undefined ? { ...held, leaderStartTime: exactStart } : held, leaderStartTime, table }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
   // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
-  yield* onClose(() => stopState.phase._tag === "Stopped" ? Effect.void : Effect.asVoid(group.stop()))
+  releases.add(() => stopState.phase._tag === "Stopped" ? undefined : Effect.asVoid(group.stop()))
   return group
 })
 
@@ -1015,6 +1045,16 @@ export const stopAll = (
       return reports.length === groups.length ? Effect.succeed(reports) : Effect.forEach(groups, (g) => awaitStop(g[StopStateId]))
     })
   )
+
+/**
+ * Ends the groups' output at once, dropping what their dead wrote that
+ * Node has not read yet, where their releases would wait for it (up to
+ * 200 ms each): for a shutdown, after which no one reads it. Reading the
+ * last bytes and closing the pipes of 200 shells was a quarter of a
+ * registry's teardown.
+ */
+export const discardOutput = (groups: ReadonlyArray<ProcessGroup>): Effect.Effect<void> =>
+  Effect.sync(() => groups.forEach((g) => g[StopStateId].endOutput()))
 
 /** One group under a stop that `claim` claimed: its state, and where its report goes. */
 interface Claimed {
@@ -1044,7 +1084,11 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
       claimed.push({ group, report, reached })
     }
     const settle = ({ group, report }: Claimed, exit: Exit.Exit<StopReport>) => {
-      if (Exit.isSuccess(exit)) group[StopStateId].phase = { _tag: "Stopped", report: exit.value }
+      const state = group[StopStateId]
+      if (Exit.isSuccess(exit)) {
+        state.phase = { _tag: "Stopped", report: exit.value }
+        state.letGo()
+      }
       Deferred.unsafeDone(report, exit)
     }
     const looked = claimed.filter((c) => c.reached !== undefined)

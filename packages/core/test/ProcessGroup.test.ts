@@ -224,6 +224,22 @@ describe("ProcessGroup stop calls", () => {
       }
     }).pipe(Effect.scoped, withLimits()), 10_000)
 
+  it.live("discardOutput ends the output at once, while the command still runs and its pipes are open; the scope's close then stops it", () =>
+    Effect.gen(function*() {
+      const group = yield* Effect.scoped(Effect.gen(function*() {
+        const group = yield* ProcessGroup.spawn({ command: "echo ready; sleep 30" })
+        yield* waitFor("the first line", () => textOf(group).pipe(Effect.runSync).includes("ready") || undefined)
+        yield* ProcessGroup.discardOutput([group])
+        // a live reader's stream ends, though no pipe has closed
+        yield* outputComplete(group)
+        expect(leftovers(group).length, "the command's processes").toBeGreaterThan(0)
+        expect(yield* textOf(group)).toBe("ready\n")
+        return group
+      }))
+      expect(yield* group.stopReport).toMatchObject(Option.some({ escalated: false, survivors: [] }))
+      expect(leftovers(group)).toEqual([])
+    }).pipe(withLimits()))
+
   it.live("closing the scope stops a running group", () =>
     Effect.gen(function*() {
       const group = yield* Effect.scoped(ProcessGroup.spawn({ command: ["sleep", "30"] }))
