@@ -275,8 +275,6 @@ interface StopState {
   readonly grace: Duration.DurationInput
   /** Whether its leader is still our unreaped child, and its exit event (see `leadersReaped`). */
   readonly leader: Pick<Leader, "held" | "onExit">
-  /** Ends its output now (see `discardOutput`). */
-  readonly endOutput: () => void
 }
 
 /**
@@ -475,8 +473,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { exited, forked, ma
   child.stdin?.on("error", () => undefined)
   child.stdio[3]?.on("data", reportReader({ exited, forked }))
   child.once("exit", (code, signal) => exited(toExitStatus(code, signal)))
-  // `close` waits for every holder of the pipes; only output completeness depends on it
-  child.once("close", () => {
+  onOutputEnd(child, () => {
     markClosed()
     output.unsafeEnd()
   })
@@ -512,6 +509,30 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { exited, forked, ma
       child.stderr?.destroy()
       child.stdio[3]?.destroy()
     }
+  }
+}
+
+/**
+ * Calls `f` once every holder of the child's output pipes has closed them:
+ * at the end of each pipe (a pipe closed without an end, destroyed or
+ * broken, counts as ended), or at the child's `close` where it has none.
+ * Not at the child's `close` always: that also waits for the leader's exit,
+ * and for Node to close the pipes' handles, which came 5-12 ms after the
+ * last end when 200 shells were stopped at once.
+ */
+const onOutputEnd = (child: ChildProcess, f: () => void) => {
+  const pipes = [child.stdout, child.stderr].filter((pipe): pipe is Readable => pipe !== null)
+  if (pipes.length === 0) return void child.once("close", f)
+  let open = pipes.length
+  for (const pipe of pipes) {
+    let ended = false
+    const end = () => {
+      if (ended) return
+      ended = true
+      if (--open === 0) f()
+    }
+    pipe.once("end", end)
+    pipe.once("close", end)
   }
 }
 
@@ -627,21 +648,17 @@ const announce = (
  * cannot cut short an uninterruptible wait: made interruptible, or a
  * process outside the shell holding a pipe would hold the scope's close for
  * as long as it lives. Already closed (the usual case once the stop is
- * over), or ended (`endOutput`), there is nothing to wait for.
+ * over), there is nothing to wait for.
  */
 const startLeader = (start: Effect.Effect<Leader, SpawnError | TtyUnavailable>, releases: Releases.Releases, { closed, isClosed, output }: Sinks) =>
   // started and its release registered in one step, as acquireRelease does
   Effect.uninterruptible(Effect.map(start, (leader) => {
-    let ended = false
-    const endOutput = () => {
-      ended = true
+    const end = () => {
       leader.closeOutput()
       output.unsafeEnd()
     }
-    releases.add(() =>
-      ended || isClosed() ? endOutput() : Effect.zipRight(bounded(Deferred.await(closed), Duration.millis(200)), Effect.sync(endOutput))
-    )
-    return { leader, endOutput }
+    releases.add(() => isClosed() ? end() : Effect.zipRight(bounded(Deferred.await(closed), Duration.millis(200)), Effect.sync(end)))
+    return leader
   }))
 
 /**
@@ -995,7 +1012,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
   // acquired before the leader: released after its stop; opens nothing until the join reads it
   const listing = cell.cgroup === undefined ? undefined : makeKeptFiles(2)
   if (listing !== undefined) releases.add(listing.close)
-  const { endOutput, leader } = yield* startLeader(start, releases, sinks)
+  const leader = yield* startLeader(start, releases, sinks)
   // released after the stop, before the output: what the stop left running
   releases.add(() => endStray(table, shellId, leader))
   const pid = leader.pid
@@ -1023,8 +1040,7 @@ const spawnWith = (services: Services, spec: SpawnSpec) => Effect.gen(function*(
     closed: Deferred.await(closed),
     // signal 0 sends nothing: a group id taken again by another process only makes the look go on
     groupAlive: table.signal(-pid, 0),
-    leader,
-    endOutput
+    leader
   }
   const group = assemble({ shellId, cell, tty, held: scanned && exactStart !== undefined ? { ...held, leaderStartTime: exactStart } : held, leaderStartTime, table }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
@@ -1051,16 +1067,6 @@ export const stopAll = (
       return reports.length === groups.length ? Effect.succeed(reports) : Effect.forEach(groups, (g) => awaitStop(g[StopStateId]))
     })
   )
-
-/**
- * Ends the groups' output at once, dropping what their dead wrote that
- * Node has not read yet, where their releases would wait for it (up to
- * 200 ms each): for a shutdown, after which no one reads it. Reading the
- * last bytes and closing the pipes of 200 shells was a quarter of a
- * registry's teardown.
- */
-export const discardOutput = (groups: ReadonlyArray<ProcessGroup>): Effect.Effect<void> =>
-  Effect.sync(() => groups.forEach((g) => g[StopStateId].endOutput()))
 
 /** One group under a stop that `claim` claimed. */
 interface Claimed {

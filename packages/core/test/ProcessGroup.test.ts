@@ -165,6 +165,26 @@ describe("ProcessGroup output", () => {
       expect(yield* textOf(group)).toBe("out1\nerr1\nout2\nerr2\n")
     }).pipe(Effect.scoped, withLimits()))
 
+  it.live("the output ends when every holder has closed its pipes, not at the leader's exit: a command that closes them and runs on", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: "echo last words; echo on stderr >&2; exec >&- 2>&-; sleep 30" })
+      // ends though the leader runs on: a live reader's stream, and the buffer's end
+      yield* outputComplete(group).pipe(Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the output did not end") }))
+      expect(yield* group.exitStatus).toEqual(Option.none())
+      expect(leftovers(group).length, "the command's processes").toBeGreaterThan(0)
+      expect(yield* textOf(group)).toBe("last words\non stderr\n")
+      const report = yield* group.stop()
+      expect(report).toMatchObject({ escalated: false, survivors: [] })
+    }).pipe(Effect.scoped, withLimits()))
+
+  it.live("the output does not end while any holder keeps a pipe open: the leader closing its own is not the end", () =>
+    Effect.gen(function*() {
+      const group = yield* ProcessGroup.spawn({ command: "echo from the leader; (sleep 0.5; echo from the child) & exec >&- 2>&-; wait" })
+      yield* outputComplete(group)
+      expect(yield* textOf(group)).toBe("from the leader\nfrom the child\n")
+      expect(yield* group.awaitExit).toEqual({ _tag: "Exited", code: 0 })
+    }).pipe(Effect.scoped, withLimits()))
+
   it.live("drains a command writing 5 MB as it runs, keeping only the last bufferBytes", () =>
     Effect.gen(function*() {
       const lines = 800_000
@@ -223,22 +243,6 @@ describe("ProcessGroup stop calls", () => {
         expect(leftovers(group)).toEqual([])
       }
     }).pipe(Effect.scoped, withLimits()), 10_000)
-
-  it.live("discardOutput ends the output at once, while the command still runs and its pipes are open; the scope's close then stops it", () =>
-    Effect.gen(function*() {
-      const group = yield* Effect.scoped(Effect.gen(function*() {
-        const group = yield* ProcessGroup.spawn({ command: "echo ready; sleep 30" })
-        yield* waitFor("the first line", () => textOf(group).pipe(Effect.runSync).includes("ready") || undefined)
-        yield* ProcessGroup.discardOutput([group])
-        // a live reader's stream ends, though no pipe has closed
-        yield* outputComplete(group)
-        expect(leftovers(group).length, "the command's processes").toBeGreaterThan(0)
-        expect(yield* textOf(group)).toBe("ready\n")
-        return group
-      }))
-      expect(yield* group.stopReport).toMatchObject(Option.some({ escalated: false, survivors: [] }))
-      expect(leftovers(group)).toEqual([])
-    }).pipe(withLimits()))
 
   it.live("closing the scope stops a running group", () =>
     Effect.gen(function*() {

@@ -23,6 +23,7 @@ import type { ExitStatus, SpawnSpec } from "../ProcessGroup.js"
 import * as ProcessGroup from "../ProcessGroup.js"
 import type { ShellStatus, StopCause } from "../Shell.js"
 import type { ShellEvent, StartOptions } from "../ShellRegistry.js"
+import { nextMacrotask } from "./macrotask.js"
 import type { RegistryJournal } from "./registryJournal.js"
 import type { Shell, Shells } from "./registryShells.js"
 import { isActive } from "../Shell.js"
@@ -307,9 +308,9 @@ export const make = (options: Options) =>
         const reports = yield* Fiber.join(stopping)
         yield* options.emptied(all.filter((_, i) => reports[i]!.survivors.length === 0).map((s) => s.group))
         yield* settleAll(options, all.map((shell, i) => [shell, reports[i]!] as const))
-        // no one reads a shell's output after the shutdown: its scope's close need not wait for the last bytes
-        yield* ProcessGroup.discardOutput(all.map((s) => s.group))
-        // one after the other, without a fiber each: none waits for its output now
+        // one after the other, without a fiber each: a close waits only for output not at its end yet (at most
+        // 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have been read to their end
+        yield* nextMacrotask
         yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true })
         // one of them dropped already (killed, then dropped to make room) is not listed: its scope closes here
         yield* Effect.forEach(unfollowed, (s) => closeIfDropped(options, s), { discard: true })
