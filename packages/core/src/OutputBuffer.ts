@@ -66,7 +66,7 @@ export interface OutputBuffer {
   follow(from: number): Stream.Stream<OutputChunk>
   /** Marks the output as complete: live streams end. */
   readonly end: Effect.Effect<void>
-  /** `end` for a callback outside any fiber (a pipe's `close` handler). */
+  /** `end` for a callback outside any fiber (the end of a group's pipes). */
   unsafeEnd(): void
 }
 
