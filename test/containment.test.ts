@@ -236,11 +236,11 @@ const commOf = (pid: number) => {
 /** Whether a `sleep` carrying the token runs: the command got past its traps (wrappers carry the token too). */
 const sleeping = (token: string) => marked(token).some((pid) => commOf(pid) === "sleep")
 
-/** What this process's descriptors name: paths for files, `pipe:[...]` and the like for the rest. */
-const openFiles = (): Array<string> =>
+/** This process's descriptors, each with what it names: a path for a file, `pipe:[...]`, `anon_inode:inotify` and the like for the rest. */
+const descriptors = (): Array<{ readonly fd: string; readonly target: string }> =>
   fs.readdirSync("/proc/self/fd").flatMap((fd) => {
     try {
-      return [fs.readlinkSync(`/proc/self/fd/${fd}`)]
+      return [{ fd, target: fs.readlinkSync(`/proc/self/fd/${fd}`) }]
     } catch {
       // closed while listed (the listing's own descriptor among them)
       return []
@@ -1208,7 +1208,7 @@ describe.skipIf(!cgroupWritable)("a stop's first look, at its leaders' exits (ne
       const groups = yield* Effect.all([1, 2, 3].map(() => ProcessGroup.spawn({ command: ["sleep", `6${token}`] })))
       yield* waitUntil("the three sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 3)
       const cells = groups.map((g) => g.target.cgroup!)
-      const kept = () => openFiles().filter((file) => cells.some((cell) => file.startsWith(`${cell}/`)))
+      const kept = () => descriptors().filter(({ target }) => cells.some((cell) => target.startsWith(`${cell}/`)))
       // a macrotask after its spawn, each shell opens its cell's listing and events for its stop
       yield* waitUntil("each cell's two files open", () => kept().length === 6)
       const reports = yield* ProcessGroup.stopAll(groups)
@@ -1586,9 +1586,8 @@ const cgroupsOf = (pid: number): Array<string> => {
 
 /** How many inotify watches this process holds (fs.watch's), from its inotify descriptors' fdinfo. */
 const inotifyWatches = () =>
-  fs.readdirSync("/proc/self/fd").reduce((watches, fd) => {
+  descriptors().filter(({ target }) => target.includes("inotify")).reduce((watches, { fd }) => {
     try {
-      if (!fs.readlinkSync(`/proc/self/fd/${fd}`).includes("inotify")) return watches
       return watches + fs.readFileSync(`/proc/self/fdinfo/${fd}`, "latin1").split("\n").filter((l) => l.startsWith("inotify wd:")).length
     } catch {
       return watches

@@ -1,6 +1,6 @@
 /**
  * A group's releases as one finalizer: the order a scope gives its
- * finalizers, synchronous ones without an effect, and one that fails or
+ * finalizers, synchronous ones without an effect, and one that throws or
  * dies keeping none of the others from running.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -42,7 +42,7 @@ describe("Releases", () => {
       expect(ran).toEqual(["before"])
     }))
 
-  it.effect("one that throws, fails or dies: the others still run, and the close reports it", () =>
+  it.effect("one that throws or dies: the others still run, and the close reports it", () =>
     Effect.gen(function*() {
       const { releases, scope } = yield* openReleases
       const ran: Array<string> = []

@@ -25,7 +25,7 @@ export const make: Effect.Effect<Releases, never, Scope.Scope> = Effect.flatMap(
   )
 })
 
-/** `added[from]` down to `added[0]`; one that fails or dies does not keep the others from running. */
+/** `added[from]` down to `added[0]`; one that throws or dies does not keep the others from running. */
 const runFrom = (added: ReadonlyArray<Release>, from: number): Effect.Effect<void> => {
   for (let i = from; i >= 0; i--) {
     let rest: Effect.Effect<void> | void
