@@ -555,13 +555,16 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { exited, markC
     })
     let open = true
     let killed = false
-    term.onData((data) => output.append("stdout", typeof data === "string" ? Buffer.from(data) : data))
+    const append = (data: Buffer | string) => output.append("stdout", typeof data === "string" ? Buffer.from(data) : data)
+    term.onData(append)
+    Pty.readOnClose(term, append)
     term.onExit(({ exitCode, signal }) => {
       const name = signal === undefined || signal === 0 ? undefined : signalNames.get(signal)
       killed = name !== undefined
       exited(name !== undefined ? { _tag: "Signaled", signal: name } : { _tag: "Exited", code: exitCode })
     })
-    // node-pty ends the output when the terminal hangs up (the session leader exited), or 200 ms after the leader's exit
+    // node-pty ends the output when the terminal's last holder closes it, or 200 ms after the leader's exit (what is
+    // there then read first: readOnClose)
     Pty.onClose(term, () => {
       open = false
       markClosed()

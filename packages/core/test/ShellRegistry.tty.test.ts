@@ -8,6 +8,9 @@ import { ShellInput, ShellRegistry } from "@corral/core"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { inPidNamespace, kernelProcesses } from "./helpers.js"
 import { eventually, nothingLeft, ownShellPrefix, registryLayer, taggedProcesses } from "./fixtures/registry/harness.js"
 
@@ -112,6 +115,50 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
       expect(yield* Effect.flip(registry.resize(piped.id, { cols: 80, rows: 24 }, { owner }))).toMatchObject({ _tag: "NoTerminal", id: piped.id })
       yield* registry.kill(piped.id, { owner })
     }).pipe(Effect.provide(registryLayer())))
+
+  // node-pty closes the terminal's reader 200 ms after the leader's exit; a supervisor off the CPU
+  // then (a busy host) finds the timer due before it reads again. Here it is kept busy on purpose while
+  // a job that outlives the leader writes its last line, and until that timer is due.
+  it.live("what the terminal holds when its reader closes is read too: a supervisor kept busy past the close loses no line", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-tty-late-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const { id, pid } = yield* registry.start({
+        command: `(trap '' HUP; until [ -e ${dir}/go ]; do sleep 0.01; done; echo late; : > ${dir}/wrote) & echo ready; sleep 0.05; exit 3`,
+        tty: true
+      }, { owner })
+      yield* untilPrinted(id, /ready/)
+      yield* eventually("the leader reaped", Effect.sync(() => (fs.existsSync(`/proc/${pid}`) ? undefined : true)))
+      // its exit is known to node-pty, whose timer is set; from here on, nothing runs but this
+      yield* Effect.sleep(Duration.millis(100))
+      const busyUntil = performance.now() + 300
+      fs.writeFileSync(path.join(dir, "go"), "")
+      while (!fs.existsSync(path.join(dir, "wrote")) && performance.now() < busyUntil + 5_000) {}
+      expect(fs.existsSync(path.join(dir, "wrote")), "the job wrote its last line").toBe(true)
+      while (performance.now() < busyUntil) {}
+      expect(yield* untilEnded(id)).toEqual({ _tag: "Exited", code: 3 })
+      expect(yield* screen(id)).toBe("ready\nlate\n")
+    }).pipe(Effect.scoped, Effect.provide(registryLayer())))
+
+  // the leader's exit ends its terminal's reading (node-pty closes it 200 ms later), not the shell: the job runs on
+  it.live("a job that holds the terminal and writes nothing does not hold its reader's close: what is there is read, nothing waited for", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-tty-holder-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      // the leader exits once the job ignores the SIGHUP its exit sends
+      const { id, tag } = yield* registry.start({
+        command: `(trap '' HUP; : > ${dir}/holding; exec sleep 30) & until [ -e ${dir}/holding ]; do sleep 0.01; done; echo ready; exit 0`,
+        tty: true
+      }, { owner })
+      yield* eventually("the terminal's close", Effect.map(Effect.flip(registry.resize(id, { cols: 80, rows: 24 }, { owner })), (e) => e._tag === "NoTerminal" ? e : undefined).pipe(
+        Effect.orElseSucceed(() => undefined)
+      ))
+      expect(yield* screen(id)).toBe("ready\n")
+      expect(running(tag, "sleep"), "the job, still holding the terminal").toHaveLength(1)
+      yield* registry.kill(id, { owner })
+    }).pipe(Effect.scoped, Effect.provide(registryLayer())))
 
   it.live("a kill stops the terminal's shell and all it started: a setsid escaper, and a job that ignores SIGHUP and SIGTERM", () =>
     Effect.gen(function*() {

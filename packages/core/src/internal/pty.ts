@@ -8,6 +8,7 @@
  * session whose controlling terminal is the pty, so its pid is its group and
  * session id, as with `detached: true`, and every stop of corral applies.
  */
+import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Effect from "effect/Effect"
 
@@ -89,3 +90,42 @@ export const onClose = (pty: Pty, listener: () => void): void => {
   const emitter = pty as unknown as { once?: (event: "close", listener: () => void) => void }
   emitter.once?.("close", listener)
 }
+
+/** The most `readOnClose` reads: a holder writing on as the reader closes gets cut off, as it would have been a moment later. */
+const MAX_READ_ON_CLOSE = 1024 * 1024
+
+/**
+ * Has the master's reader hand on what the terminal still holds before it
+ * is destroyed. node-pty destroys it 200 ms after the leader's exit (or at
+ * `closeMaster`), and Node drops what the kernel had not yet given it: a
+ * supervisor kept off the CPU in that window, on a busy host, lost the last
+ * lines its command wrote before it exited. libuv holds the master
+ * non-blocking, so this reads what is there and never waits.
+ */
+export const readOnClose = (pty: Pty, onData: (data: Buffer) => void): void => {
+  const { _fd: fd, _socket: socket } = pty as unknown as { readonly _fd?: number; readonly _socket?: { destroy: (...args: Array<unknown>) => unknown } }
+  if (fd === undefined || socket === undefined) return
+  const destroy = socket.destroy
+  socket.destroy = function(this: unknown, ...args) {
+    socket.destroy = destroy
+    readAvailable(fd, onData)
+    return destroy.apply(this, args)
+  }
+}
+
+/** Reads `fd` until it has nothing (EAGAIN), ends (EIO once the terminal's last holder closed it) or gave MAX_READ_ON_CLOSE. */
+const readAvailable = (fd: number, onData: (data: Buffer) => void) => {
+  const buffer = Buffer.allocUnsafe(64 * 1024)
+  for (let total = 0; total < MAX_READ_ON_CLOSE;) {
+    let n: number
+    try {
+      n = fs.readSync(fd, buffer)
+    } catch {
+      return
+    }
+    if (n === 0) return
+    onData(Buffer.from(buffer.subarray(0, n)))
+    total += n
+  }
+}
+
