@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { inPidNamespace, kernelProcesses } from "./helpers.js"
+import { groupContainment, inPidNamespace, kernelProcesses } from "./helpers.js"
 import { eventually, nothingLeft, ownShellPrefix, registryLayer, taggedProcesses } from "./fixtures/registry/harness.js"
 
 const owner = "tty-test"
@@ -118,7 +118,8 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
 
   // node-pty closes the terminal's reader 200 ms after the leader's exit; a supervisor off the CPU
   // then (a busy host) finds the timer due before it reads again. Here it is kept busy on purpose while
-  // a job that outlives the leader writes its last line, and until that timer is due.
+  // a job that outlives the leader writes its last line, and until that timer is due. Under pidns the
+  // leader is `unshare`, which outlives every member: the command's own leader is this window's.
   it.live("what the terminal holds when its reader closes is read too: a supervisor kept busy past the close loses no line", () =>
     Effect.gen(function*() {
       const registry = yield* ShellRegistry
@@ -139,7 +140,7 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
       while (performance.now() < busyUntil) {}
       expect(yield* untilEnded(id)).toEqual({ _tag: "Exited", code: 3 })
       expect(yield* screen(id)).toBe("ready\nlate\n")
-    }).pipe(Effect.scoped, Effect.provide(registryLayer())))
+    }).pipe(Effect.scoped, Effect.provide(registryLayer({ containment: groupContainment }))))
 
   // the leader's exit ends its terminal's reading (node-pty closes it 200 ms later), not the shell: the job runs on
   it.live("a job that holds the terminal and writes nothing does not hold its reader's close: what is there is read, nothing waited for", () =>
@@ -158,7 +159,7 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
       expect(yield* screen(id)).toBe("ready\n")
       expect(running(tag, "sleep"), "the job, still holding the terminal").toHaveLength(1)
       yield* registry.kill(id, { owner })
-    }).pipe(Effect.scoped, Effect.provide(registryLayer())))
+    }).pipe(Effect.scoped, Effect.provide(registryLayer({ containment: groupContainment }))))
 
   it.live("a kill stops the terminal's shell and all it started: a setsid escaper, and a job that ignores SIGHUP and SIGTERM", () =>
     Effect.gen(function*() {
