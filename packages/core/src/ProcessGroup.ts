@@ -557,14 +557,16 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { exited, markC
     let killed = false
     const append = (data: Buffer | string) => output.append("stdout", typeof data === "string" ? Buffer.from(data) : data)
     term.onData(append)
-    Pty.readOnClose(term, append)
+    Pty.onClosing(term, () => {
+      open = false
+      Pty.readRest(term, append)
+    })
     term.onExit(({ exitCode, signal }) => {
       const name = signal === undefined || signal === 0 ? undefined : signalNames.get(signal)
       killed = name !== undefined
       exited(name !== undefined ? { _tag: "Signaled", signal: name } : { _tag: "Exited", code: exitCode })
     })
-    // node-pty ends the output when the terminal's last holder closes it, or 200 ms after the leader's exit (what is
-    // there then read first: readOnClose)
+    // node-pty ends the output when the terminal's last holder closes it, or 200 ms after the leader's exit
     Pty.onClose(term, () => {
       open = false
       markClosed()

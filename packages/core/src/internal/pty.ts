@@ -91,32 +91,41 @@ export const onClose = (pty: Pty, listener: () => void): void => {
   emitter.once?.("close", listener)
 }
 
-/** The most `readOnClose` reads: a holder writing on as the reader closes gets cut off, as it would have been a moment later. */
-const MAX_READ_ON_CLOSE = 1024 * 1024
+
+/** The most `readRest` reads: a holder writing on as the reader closes is cut off, as it would have been a moment later. */
+const MAX_REST_BYTES = 1024 * 1024
 
 /**
- * Has the master's reader hand on what the terminal still holds before it
- * is destroyed. node-pty destroys it 200 ms after the leader's exit (or at
- * `closeMaster`), and Node drops what the kernel had not yet given it: a
- * supervisor kept off the CPU in that window, on a busy host, lost the last
- * lines its command wrote before it exited. libuv holds the master
- * non-blocking, so this reads what is there and never waits.
+ * Calls `f` as the master's reader is destroyed, before: while its
+ * descriptor is still open, so `readRest` can read it, and before its
+ * `close` event, a tick later, in which a resize would fail with EBADF.
+ * node-pty destroys it at end of file, at `closeMaster`, or 200 ms after
+ * the leader's exit, whatever the terminal still holds.
  */
-export const readOnClose = (pty: Pty, onData: (data: Buffer) => void): void => {
-  const { _fd: fd, _socket: socket } = pty as unknown as { readonly _fd?: number; readonly _socket?: { destroy: (...args: Array<unknown>) => unknown } }
-  if (fd === undefined || socket === undefined) return
+export const onClosing = (pty: Pty, f: () => void): void => {
+  const socket = (pty as unknown as { readonly _socket?: { destroy: (...args: Array<unknown>) => unknown } })._socket
+  if (socket === undefined) return
   const destroy = socket.destroy
   socket.destroy = function(this: unknown, ...args) {
     socket.destroy = destroy
-    readAvailable(fd, onData)
+    f()
     return destroy.apply(this, args)
   }
 }
 
-/** Reads `fd` until it has nothing (EAGAIN), ends (EIO once the terminal's last holder closed it) or gave MAX_READ_ON_CLOSE. */
-const readAvailable = (fd: number, onData: (data: Buffer) => void) => {
+/**
+ * Reads what the terminal holds now, until it has nothing (EAGAIN), ends
+ * (EIO once its last holder closed it) or gave MAX_REST_BYTES: Node drops
+ * what it has not read when the reader is destroyed, and a supervisor kept
+ * off the CPU past node-pty's 200 ms, on a busy host, lost the last lines
+ * its command wrote before it exited. libuv holds the master non-blocking,
+ * so this never waits.
+ */
+export const readRest = (pty: Pty, onData: (data: Buffer) => void): void => {
+  const fd = (pty as unknown as { readonly _fd?: number })._fd
+  if (fd === undefined) return
   const buffer = Buffer.allocUnsafe(64 * 1024)
-  for (let total = 0; total < MAX_READ_ON_CLOSE;) {
+  for (let total = 0; total < MAX_REST_BYTES;) {
     let n: number
     try {
       n = fs.readSync(fd, buffer)
@@ -128,4 +137,3 @@ const readAvailable = (fd: number, onData: (data: Buffer) => void) => {
     total += n
   }
 }
-
