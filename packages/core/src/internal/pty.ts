@@ -108,8 +108,12 @@ export const onClosing = (pty: Pty, f: () => void): void => {
   const destroy = socket.destroy
   socket.destroy = function(this: unknown, ...args) {
     socket.destroy = destroy
-    f()
-    return destroy.apply(this, args)
+    try {
+      f()
+    } finally {
+      destroy.apply(this, args)
+    }
+    return this
   }
 }
 
