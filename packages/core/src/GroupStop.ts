@@ -16,6 +16,7 @@ import type { ContainmentBackend } from "./Shell.js"
 import type { StopTarget as StopTargetSchema } from "./internal/watcherMessage.js"
 import type { Group, Membership } from "./internal/membership.js"
 import type { ProcessInfo, Signal } from "./ProcessTable.js"
+import { afterIoDue } from "./internal/macrotask.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
@@ -154,14 +155,14 @@ const awaitLeaders = (groups: ReadonlyArray<ReachedGroup>, waiting: ReadonlyArra
     const exited: Array<number> = []
     let left = waiting.length
     const end = () => {
-      clearTimeout(timer)
+      cancelDeadline?.()
       cancels.forEach((cancel) => cancel())
     }
     // a grace too long for a timer (an infinite one) leaves the look to the leaders' exits
-    const timer = wait > MAX_TIMER_MS ? undefined : setTimeout(() => {
+    const cancelDeadline = wait > MAX_TIMER_MS ? undefined : afterIoDue(Math.max(0, wait), () => {
       end()
       resume(Effect.succeed([]))
-    }, Math.max(0, wait))
+    })
     const cancels = waiting.map((i) =>
       groups[i]!.onLeaderExit(() => {
         if (!settled(i)) exited.push(i)

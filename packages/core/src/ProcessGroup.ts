@@ -32,6 +32,7 @@ import * as Pidns from "./internal/pidns.js"
 import * as Executable from "./internal/executable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import * as Pty from "./internal/pty.js"
+import { afterIoDue } from "./internal/macrotask.js"
 import * as Releases from "./internal/releases.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
@@ -1170,13 +1171,13 @@ const leadersReaped = (leaders: ReadonlyArray<Pick<Leader, "held" | "onExit">>):
     let left = held.length
     if (left === 0) return resume(Effect.void)
     const end = () => {
-      clearTimeout(timer)
+      cancelDeadline()
       cancels.forEach((cancel) => cancel())
     }
-    const timer = setTimeout(() => {
+    const cancelDeadline = afterIoDue(REAPED_WITHIN_MS, () => {
       end()
       resume(Effect.void)
-    }, REAPED_WITHIN_MS)
+    })
     const cancels = held.map((leader) =>
       leader.onExit(() => {
         if (--left > 0) return
