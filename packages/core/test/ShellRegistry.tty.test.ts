@@ -9,9 +9,8 @@ import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { groupContainment, inPidNamespace, kernelProcesses } from "./helpers.js"
+import { groupContainment, inPidNamespace, kernelProcesses, tempDir } from "./helpers.js"
 import { eventually, nothingLeft, ownShellPrefix, registryLayer, taggedProcesses } from "./fixtures/registry/harness.js"
 
 const owner = "tty-test"
@@ -123,8 +122,7 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
   it.live("what the terminal holds when its reader closes is read too: a supervisor kept busy past the close loses no line", () =>
     Effect.gen(function*() {
       const registry = yield* ShellRegistry
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-tty-late-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const dir = yield* tempDir("corral-tty-late-")
       const { id, pid } = yield* registry.start({
         command: `(trap '' HUP; until [ -e ${dir}/go ]; do sleep 0.01; done; echo late; : > ${dir}/wrote) & echo ready; sleep 0.05; exit 3`,
         tty: true
@@ -146,8 +144,7 @@ describe.skipIf(!inPidNamespace)("shells on a terminal (needs the PID namespace 
   it.live("a job that holds the terminal and writes nothing does not hold its reader's close: what is there is read, nothing waited for", () =>
     Effect.gen(function*() {
       const registry = yield* ShellRegistry
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-tty-holder-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const dir = yield* tempDir("corral-tty-holder-")
       // the leader exits once the job ignores the SIGHUP its exit sends
       const { id, tag } = yield* registry.start({
         command: `(trap '' HUP; : > ${dir}/holding; exec sleep 30) & until [ -e ${dir}/holding ]; do sleep 0.01; done; echo ready; exit 0`,

@@ -4,6 +4,8 @@
  * says is left, not what corral believes.
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import type { ProcessInfo, Signal, TestScript } from "@corral/core"
 import { Containment, ProcessTable } from "@corral/core"
 import * as Clock from "effect/Clock"
@@ -98,6 +100,13 @@ export const leftovers = (group: { readonly pid: number; readonly shellId: strin
   )
 
 export const sessionOf = (sid: number) => kernelProcesses().filter((p) => p.sid === sid)
+
+/** A fresh directory under the system's temp dir, removed with the scope. */
+export const tempDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), prefix))),
+    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+  )
 
 // ---------------------------------------------------------------------------
 // Waiting on the real world, with a bound
