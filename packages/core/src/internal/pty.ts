@@ -91,16 +91,16 @@ export const onClose = (pty: Pty, listener: () => void): void => {
   emitter.once?.("close", listener)
 }
 
-
 /** The most `readRest` reads: a holder writing on as the reader closes is cut off, as it would have been a moment later. */
 const MAX_REST_BYTES = 1024 * 1024
 
 /**
- * Calls `f` as the master's reader is destroyed, before: while its
- * descriptor is still open, so `readRest` can read it, and before its
- * `close` event, a tick later, in which a resize would fail with EBADF.
- * node-pty destroys it at end of file, at `closeMaster`, or 200 ms after
- * the leader's exit, whatever the terminal still holds.
+ * Calls `f` once, just before the master's reader is destroyed: while its
+ * descriptor is still open, so `readRest` can read it, and a tick before
+ * the `close` event, where a resize would already fail with EBADF. node-pty
+ * destroys it at end of file, at `closeMaster`, or 200 ms after the
+ * leader's exit, whatever the terminal still holds then; it has no hook
+ * for that moment.
  */
 export const onClosing = (pty: Pty, f: () => void): void => {
   const socket = (pty as unknown as { readonly _socket?: { destroy: (...args: Array<unknown>) => unknown } })._socket
