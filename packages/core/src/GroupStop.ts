@@ -5,7 +5,6 @@
  * process-table scan); the sequence is the same for both. Many shells stop
  * together with one process-table scan per tick.
  */
-import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -17,6 +16,7 @@ import type { StopTarget as StopTargetSchema } from "./internal/watcherMessage.j
 import type { Group, Membership } from "./internal/membership.js"
 import type { ProcessInfo, Signal } from "./ProcessTable.js"
 import { afterIoDue } from "./internal/macrotask.js"
+import * as Monotonic from "./internal/monotonic.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { ProcessTable } from "./ProcessTable.js"
 
@@ -50,7 +50,7 @@ export interface StopOptions {
   readonly hints?: ReadonlyArray<Effect.Effect<void>> | undefined
   /** Groups `signalAtOnce` already reached, by group id: their members then are not signalled again. */
   readonly sentAtOnce?: SentAtOnce | undefined
-  /** When the stop began (Clock millis), if before this call: as when `signalAtOnce` sent the first signal. The grace and each report's duration run from then. */
+  /** When the stop began (the Clock's monotonic millis, see `internal/monotonic`), if before this call: as when `signalAtOnce` sent the first signal. The grace and each report's duration run from then. */
   readonly began?: number | undefined
 }
 
@@ -130,7 +130,7 @@ export const firstLook = (
   done: (index: number, report: StopReport) => void
 ): Effect.Effect<void> =>
   Effect.clockWith((clock) => {
-    const age = () => clock.unsafeCurrentTimeMillis() - began
+    const age = () => Monotonic.unsafeMillis(clock) - began
     const settled = (i: number) => {
       if (!groups[i]!.emptied()) return false
       done(i, emptiedReport(groups[i]!, first, age()))
@@ -308,13 +308,13 @@ export const makeStop = (table: ProcessTable["Type"], limits: LimitsShape) =>
 /** The stop's sequence, over the members as `membership` finds them. */
 const stopMembers = (membership: Membership, limits: LimitsShape, options: StopOptions | undefined) =>
   Effect.clockWith((clock) => {
-    const wake = makeWake(options?.wakeOn ?? [], () => clock.unsafeCurrentTimeMillis(), options?.hints)
+    const wake = makeWake(options?.wakeOn ?? [], () => Monotonic.unsafeMillis(clock), options?.hints)
     return Effect.ensuring(stopWith(membership, limits, wake, options), wake.close)
   })
 
 const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, options: StopOptions | undefined) =>
   Effect.gen(function*() {
-    const began = options?.began ?? (yield* Clock.currentTimeMillis)
+    const began = options?.began ?? (yield* Monotonic.millis)
     yield* membership.scan
     const atOnce = options?.sentAtOnce ?? new Map<number, ReadonlySet<number>>()
     const first = options?.signal ?? "SIGTERM"
@@ -336,9 +336,9 @@ const stopWith = (membership: Membership, limits: LimitsShape, wake: Wake, optio
     yield* signalNewcomers(run)
     yield* pollUntilEmpty(run, began + grace, signalNewcomers, began, resolveSurvivors)
     for (const p of run.progress) p.killed = MembershipImpl.commandsOf(p.group).length
-    yield* killUntilEmpty(run, (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.killTimeout), limits)
+    yield* killUntilEmpty(run, (yield* Monotonic.millis) + Duration.toMillis(limits.killTimeout), limits)
     if (isAnyAlive(run)) yield* membership.scan
-    const finished = yield* Clock.currentTimeMillis
+    const finished = yield* Monotonic.millis
     return run.progress.map(({ emptiedAt, group, killed, members }): StopReport => ({
       pgid: group.target.pgid,
       containment: backendOf(group.target),
@@ -382,11 +382,11 @@ const progressOf = (group: Group, reached: Reached | undefined, first: Signal, b
  */
 const killUntilEmpty = (run: Run, until: number, limits: LimitsShape) =>
   Effect.gen(function*() {
-    const killStarted = yield* Clock.currentTimeMillis
-    for (let interval = Duration.toMillis(limits.killInterval); isAnyAlive(run) && (yield* Clock.currentTimeMillis) < until; interval *= 2) {
+    const killStarted = yield* Monotonic.millis
+    for (let interval = Duration.toMillis(limits.killInterval); isAnyAlive(run) && (yield* Monotonic.millis) < until; interval *= 2) {
       yield* run.membership.kill
       for (const p of run.progress) p.killed = Math.max(p.killed, p.group.struck)
-      const nextRound = (yield* Clock.currentTimeMillis) + interval
+      const nextRound = (yield* Monotonic.millis) + interval
       yield* pollUntilEmpty(run, Math.min(nextRound, until), undefined, killStarted)
     }
   })
@@ -448,7 +448,7 @@ const steadyFor = (p: Progress, age: number) => {
 
 /** Each group's own end: a group found with members again (a newcomer) has not ended yet. */
 const observe = (run: Run) =>
-  Effect.map(Clock.currentTimeMillis, (now) => {
+  Effect.map(Monotonic.millis, (now) => {
     for (const p of run.progress) p.emptiedAt = p.group.live.length > 0 ? undefined : p.emptiedAt ?? now
   })
 
@@ -566,16 +566,16 @@ const pollUntilEmpty = (
   onCheck: (run: Run, age: number) => Effect.Effect<boolean> = () => Effect.succeed(false)
 ) =>
   Effect.gen(function*() {
-    const from = since ?? (yield* Clock.currentTimeMillis)
+    const from = since ?? (yield* Monotonic.millis)
     while (true) {
-      const checkStarted = yield* Clock.currentTimeMillis
+      const checkStarted = yield* Monotonic.millis
       yield* run.membership.recheck
       const resolved = yield* onCheck(run, checkStarted - from)
       const emptied = !isAnyAlive(run)
       if (emptied) yield* run.membership.scanNewborn
       if (resolved || emptied) yield* onScan(run)
       yield* observe(run)
-      const now = yield* Clock.currentTimeMillis
+      const now = yield* Monotonic.millis
       if (!isAnyAlive(run) || now >= deadline) return
       const pause = Math.max(pauseAt(run.wake, now - from), now - checkStarted)
       yield* run.wake.pause(Math.min(pause, deadline - now))

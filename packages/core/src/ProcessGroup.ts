@@ -9,7 +9,6 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as Data from "effect/Data"
-import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -33,6 +32,7 @@ import * as Executable from "./internal/executable.js"
 import * as MembershipImpl from "./internal/membership.js"
 import * as Pty from "./internal/pty.js"
 import { afterIoDue } from "./internal/macrotask.js"
+import * as Monotonic from "./internal/monotonic.js"
 import * as Releases from "./internal/releases.js"
 import * as ReportSocket from "./internal/reportSocket.js"
 import * as OutputBuffer from "./OutputBuffer.js"
@@ -1091,7 +1091,7 @@ interface Claimed {
 const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undefined) =>
   Effect.gen(function*() {
     // the grace runs from the first signal, not from when the forked stop gets to run
-    const began = yield* Clock.currentTimeMillis
+    const began = yield* Monotonic.millis
     const claimed: Array<Claimed> = []
     for (const group of groups) {
       const state = group[StopStateId]

@@ -7,7 +7,6 @@ import { spawn } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type { Stream } from "node:stream"
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -16,6 +15,7 @@ import * as FiberId from "effect/FiberId"
 import type * as Scope from "effect/Scope"
 import type { StopTarget } from "./GroupStop.js"
 import { bounded } from "./internal/bounded.js"
+import * as Monotonic from "./internal/monotonic.js"
 import type * as Message from "./internal/watcherMessage.js"
 import { Limits } from "./Limits.js"
 
@@ -202,13 +202,13 @@ export const make = Effect.gen(function*() {
 
   const replaceWhenDead = Effect.gen(function*() {
     const child = current
-    const startedAt = yield* Clock.currentTimeMillis
+    const startedAt = yield* Monotonic.millis
     const how = yield* ended(child)
     // ended on purpose (endIfIdle) is no death: no replacement until an add needs one, and that add starts it
     if (retired !== undefined) yield* Deferred.await(retired)
     if (current !== child) return
     // a watcher that cannot stay up is not restarted in a tight loop
-    const lived = Duration.millis((yield* Clock.currentTimeMillis) - startedAt)
+    const lived = Duration.millis((yield* Monotonic.millis) - startedAt)
     if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
     const replacement = yield* Effect.sync(restart)
     // a watcher with nothing to stop loads no stop code, and so never says it is ready

@@ -14,6 +14,7 @@
 import type { LimitsShape } from "@corral/core"
 import { Limits, ProcessGroup, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -234,4 +235,62 @@ describe("ProcessGroup: CORRAL_SHELL_ID on every member", () => {
 
   orphaning("carries a generated shell id", () =>
     Effect.map(everyMemberTagged(undefined), (id) => expect(id).toMatch(/^corral-[0-9a-f]{12}$/)))
+})
+
+/**
+ * Effect's own clock, but with its wall time stepped by `stepMs` from
+ * `stepIn(ms)` on, as NTP, `date -s` or a VM's resume step it; its
+ * monotonic time and its timers run on undisturbed.
+ */
+const steppedWallClock = (stepMs: number) => {
+  const base = Clock.make()
+  let stepsAt = Infinity
+  const wall = () => base.unsafeCurrentTimeMillis() + (performance.now() >= stepsAt ? stepMs : 0)
+  const clock: Clock.Clock = {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: wall,
+    currentTimeMillis: Effect.sync(wall),
+    unsafeCurrentTimeNanos: () => base.unsafeCurrentTimeNanos(),
+    currentTimeNanos: Effect.sync(() => base.unsafeCurrentTimeNanos()),
+    sleep: (duration) => base.sleep(duration)
+  }
+  return { clock, stepIn: (ms: number) => void (stepsAt = performance.now() + ms) }
+}
+
+const HOUR_MS = 3_600_000
+
+describe("ProcessGroup stop: a wall clock stepped during the grace", () => {
+  orphaning("stepped back an hour, it holds no stop: a TERM-ignoring command is killed at the grace's end", () =>
+    Effect.gen(function*() {
+      const wall = steppedWallClock(-HOUR_MS)
+      const group = yield* ProcessGroup.spawn({ command: "trap '' TERM; echo ready; sleep 600" })
+      yield* waitForOutput(group, "ready")
+      wall.stepIn(50)
+      const report = yield* group.stop().pipe(
+        Effect.withClock(wall.clock),
+        Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new Error("the stop outlived its grace by seconds") })
+      )
+      expect(report).toMatchObject({ escalated: true, survivors: [] })
+      expect(report.durationMs).toBeGreaterThanOrEqual(300)
+      expect(report.durationMs).toBeLessThan(3_000)
+      nothingLeft(group)
+    }).pipe(Effect.scoped, grace(300)))
+
+  orphaning("stepped forward an hour, it cuts no grace: a child that takes 300 ms to end on SIGTERM, after its leader, ends by it", () =>
+    Effect.gen(function*() {
+      const wall = steppedWallClock(HOUR_MS)
+      // the leader ends at once, so the stop proper waits for the child; which forks nothing as it ends (a
+      // process born after the signal gets it too)
+      const child = "import signal, sys, time\n" +
+        "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.3), sys.exit(0)))\n" +
+        "print('ready', flush=True)\n" +
+        "time.sleep(600)"
+      const group = yield* ProcessGroup.spawn({ command: ["sh", "-c", "python3 -c \"$0\" & wait", child] })
+      yield* waitForOutput(group, "ready")
+      wall.stepIn(50)
+      const report = yield* group.stop().pipe(Effect.withClock(wall.clock))
+      expect(report).toMatchObject({ escalated: false, survivors: [], signals: { SIGKILL: 0 } })
+      expect(report.durationMs).toBeGreaterThanOrEqual(250)
+      expect(report.durationMs).toBeLessThan(3_000)
+    }).pipe(Effect.scoped, grace(5_000)))
 })

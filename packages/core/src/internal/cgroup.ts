@@ -71,9 +71,10 @@ const pause = new Int32Array(new SharedArrayBuffer(4))
  * millisecond; after it, nothing of the shell is outside its cgroup.
  */
 const awaitJoin = (dir: string, pid: number, maxMs = 1_000): boolean => {
-  const until = Date.now() + maxMs
+  // monotonic: this blocks, and a wall clock stepped back would hold it for the step
+  const until = performance.now() + maxMs
   const stat = `/proc/${pid}/stat`
-  while (Date.now() < until) {
+  while (performance.now() < until) {
     if (ownProcs(dir).includes(pid)) return true
     if (/^\S+ \(.*\) [ZX] /s.test(readOr(stat)) || readOr(stat) === "") return false
     Atomics.wait(pause, 0, 0, 0.2)

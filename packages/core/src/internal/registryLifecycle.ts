@@ -24,6 +24,7 @@ import * as ProcessGroup from "../ProcessGroup.js"
 import type { ShellStatus, StopCause } from "../Shell.js"
 import type { ShellEvent, StartOptions } from "../ShellRegistry.js"
 import { nextMacrotask } from "./macrotask.js"
+import * as Monotonic from "./monotonic.js"
 import type { RegistryJournal } from "./registryJournal.js"
 import type { Shell, Shells } from "./registryShells.js"
 import { isActive } from "../Shell.js"
@@ -162,7 +163,7 @@ const closeIfDropped = ({ shells }: Options, shell: Shell) =>
 const outlived = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
   Effect.zipRight(markStopping(shell, "lifetime"), afterEnd(options, shuttingDown, shell))
 
-/** When a shell's lifetime is up: the epoch ms on the registry's clock. */
+/** When a shell's lifetime is up, in the registry's clock's monotonic ms (see `monotonic.ts`). */
 interface Due {
   readonly id: string
   readonly at: number
@@ -182,7 +183,7 @@ const isRunning = (status: ShellStatus) => status._tag === "Running" || status._
 const keepLifetimes = (started: Queue.Dequeue<Due>, outlive: (id: string) => Effect.Effect<void>) =>
   Effect.forever(Effect.gen(function*() {
     const due = yield* Queue.take(started)
-    const now = yield* Clock.currentTimeMillis
+    const now = yield* Monotonic.millis
     if (due.at > now) yield* Effect.sleep(Duration.millis(due.at - now))
     yield* outlive(due.id)
   }))
@@ -236,6 +237,7 @@ export const make = (options: Options) =>
     const live = lifecycle(options, shuttingDown)
     const outlive = outlived(options, shuttingDown)
     const lifetime = Duration.toMillis(options.limits.lifetime)
+    const clock = yield* Effect.clock
     const started = yield* Queue.unbounded<Due>()
     // replacing a lifecycle interrupts one that watched a lingering group; one that is stopping already finishes that stop first
     const keeper = yield* Effect.forkScoped(keepLifetimes(started, (id) =>
@@ -264,7 +266,8 @@ export const make = (options: Options) =>
       pending = []
       for (const shell of due) {
         watchExit(shell)
-        Queue.unsafeOffer(started, { id: shell.id, at: shell.base.startedAt + lifetime })
+        // from now, a macrotask after the start: the wall clock's `startedAt` may have been stepped since
+        Queue.unsafeOffer(started, { id: shell.id, at: Monotonic.unsafeMillis(clock) + lifetime })
       }
       if (due.length > 0) journal.unsafeChanged()
     }

@@ -3,6 +3,7 @@ import { Limits } from "@corral/core/Limits"
 import type { OutputResult } from "@corral/core/ShellRegistry"
 import { MAX_PATTERN_CHARS, ShellRegistry } from "@corral/core/ShellRegistry"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { BashOutputParams } from "../ShellTools.js"
 import type { ToolResult } from "../ToolResult.js"
@@ -89,20 +90,21 @@ export const handle = Effect.fn("ShellTools.bash_output")(function*(params: Para
   const { id, lines, waitMs } = yield* validate(params)
   const registry = yield* ShellRegistry
   const limits = yield* Limits
-  const began = yield* Clock.currentTimeMillis
-  const result = yield* registry.output(id, {
+  // timed by the monotonic clock: a wall clock stepped meanwhile does not change how long the wait was
+  const [waited, result] = yield* Effect.timed(registry.output(id, {
     mode: lines === undefined ? "new" : "tail",
     lines,
     filter: params.filter,
     waitFor: params.wait_for,
     waitMs,
     reader: settings.reader
-  }).pipe(Effect.mapError(toToolError))
+  }).pipe(Effect.mapError(toToolError)))
+  const waitedMs = Math.round(Duration.toMillis(waited))
   const now = yield* Clock.currentTimeMillis
   const output = cap(Format.screenText(result.text, result.info.tty), "narrow it with filter or tail_lines")
   const body = result.text === "" ? emptyText(params) : output.text.replace(/\n$/, "")
   const notes = [
-    ...(params.wait_for === undefined ? [] : [waitedText(result, params.wait_for, now - began)]),
+    ...(params.wait_for === undefined ? [] : [waitedText(result, params.wait_for, waitedMs)]),
     ...(params.wait_for === undefined && params.wait_timeout !== undefined ? ["[wait_timeout applies only with wait_for, and was ignored]"] : []),
     ...(result.dropped > 0 ? [Format.droppedNote(result.dropped, limits.bufferBytes, "Read more often, or use filter.")] : []),
     Format.statusLine(result.info, now)
@@ -113,7 +115,7 @@ export const handle = Effect.fn("ShellTools.bash_output")(function*(params: Para
       ...Format.shellMetadata(result.info, now),
       dropped_bytes: result.dropped,
       waited: result.waited,
-      waited_ms: params.wait_for === undefined ? undefined : now - began,
+      waited_ms: params.wait_for === undefined ? undefined : waitedMs,
       output_chars: output.total,
       cut_chars: output.cut
     }

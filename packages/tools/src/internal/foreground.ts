@@ -55,12 +55,13 @@ export const run = (
   guard: (group: ProcessGroup.ProcessGroup) => Effect.Effect<void, never, Scope.Scope>
 ) =>
   Effect.scoped(Effect.gen(function*() {
-    const began = yield* Clock.currentTimeMillis
+    // the monotonic clock: a wall clock stepped meanwhile does not change how long the command ran
+    const began = yield* Clock.currentTimeNanos
     const group = yield* ProcessGroup.spawn(spec)
     yield* guard(group)
     const output = yield* keepOutput(group.output)
     const exited = yield* Effect.timeoutOption(group.awaitExit, timeout)
-    const durationMs = (yield* Clock.currentTimeMillis) - began
+    const durationMs = Math.round(Duration.toMillis(Duration.nanos((yield* Clock.currentTimeNanos) - began)))
     // after a timeout this stops the command itself; after an exit, what it left behind
     const stop = yield* group.stop()
     return {
