@@ -20,6 +20,7 @@ import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "
 import * as CellRelease from "../packages/core/src/internal/cellRelease.js"
 import * as Cgroup from "../packages/core/src/internal/cgroup.js"
 import { makeKeptFiles } from "../packages/core/src/internal/readSmall.js"
+import { HOUR_MS, steppedWallClock } from "../packages/core/test/helpers.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -444,6 +445,23 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             )
             expect(marked(token), `left at the return of stop ${i + 1}`).toEqual([])
           }
+        }).pipe(Effect.provide(layerFor(backend))))
+
+      it.scopedLive("a wall clock stepped back an hour during the grace holds no stop: the kill comes at the grace's end (ADR 47)", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const wall = steppedWallClock(-HOUR_MS)
+          const group = yield* ProcessGroup.spawn({ command: `trap '' TERM; sleep 6${token} & wait` })
+          yield* waitUntil("the sleeper", () => sleeping(token))
+          wall.stepIn(10)
+          const report = yield* group.stop({ grace: Duration.millis(200) }).pipe(
+            Effect.withClock(wall.clock),
+            Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new Error("the stop outlived its grace by seconds") })
+          )
+          expect(report, JSON.stringify(report)).toMatchObject({ containment: backend, escalated: true, survivors: [] })
+          expect(report.durationMs).toBeLessThan(3_000)
+          expect(marked(token)).toEqual([])
         }).pipe(Effect.provide(layerFor(backend))))
 
       it.live("stops the shell of a program out of file descriptors: a cell or /proc it cannot open is never taken for empty", () => {

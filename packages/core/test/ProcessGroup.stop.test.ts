@@ -14,12 +14,12 @@
 import type { LimitsShape } from "@corral/core"
 import { Limits, ProcessGroup, ProcessTable } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
-import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { KernelProcess } from "./helpers.js"
+import { HOUR_MS } from "./helpers.js"
 import {
   environOf,
   groupContainment,
@@ -30,6 +30,7 @@ import {
   kernelProcesses,
   leftovers,
   sessionOf,
+  steppedWallClock,
   waitFor
 } from "./helpers.js"
 
@@ -236,28 +237,6 @@ describe("ProcessGroup: CORRAL_SHELL_ID on every member", () => {
   orphaning("carries a generated shell id", () =>
     Effect.map(everyMemberTagged(undefined), (id) => expect(id).toMatch(/^corral-[0-9a-f]{12}$/)))
 })
-
-/**
- * Effect's own clock, but with its wall time stepped by `stepMs` from
- * `stepIn(ms)` on, as NTP, `date -s` or a VM's resume step it; its
- * monotonic time and its timers run on undisturbed.
- */
-const steppedWallClock = (stepMs: number) => {
-  const base = Clock.make()
-  let stepsAt = Infinity
-  const wall = () => base.unsafeCurrentTimeMillis() + (performance.now() >= stepsAt ? stepMs : 0)
-  const clock: Clock.Clock = {
-    [Clock.ClockTypeId]: Clock.ClockTypeId,
-    unsafeCurrentTimeMillis: wall,
-    currentTimeMillis: Effect.sync(wall),
-    unsafeCurrentTimeNanos: () => base.unsafeCurrentTimeNanos(),
-    currentTimeNanos: Effect.sync(() => base.unsafeCurrentTimeNanos()),
-    sleep: (duration) => base.sleep(duration)
-  }
-  return { clock, stepIn: (ms: number) => void (stepsAt = performance.now() + ms) }
-}
-
-const HOUR_MS = 3_600_000
 
 describe("ProcessGroup stop: a wall clock stepped during the grace", () => {
   orphaning("stepped back an hour, it holds no stop: a TERM-ignoring command is killed at the grace's end", () =>

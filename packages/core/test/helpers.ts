@@ -183,3 +183,25 @@ export const instrumentedTable = (script: TestScript) =>
     }))
     return { layer, scans, rechecks, requested }
   })
+
+/**
+ * Effect's own clock, but with its wall time stepped by `stepMs` from
+ * `stepIn(ms)` on, as NTP, `date -s` or a VM's resume step it; its
+ * monotonic time and its timers run on undisturbed.
+ */
+export const steppedWallClock = (stepMs: number) => {
+  const base = Clock.make()
+  let stepsAt = Infinity
+  const wall = () => base.unsafeCurrentTimeMillis() + (performance.now() >= stepsAt ? stepMs : 0)
+  const clock: Clock.Clock = {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: wall,
+    currentTimeMillis: Effect.sync(wall),
+    unsafeCurrentTimeNanos: () => base.unsafeCurrentTimeNanos(),
+    currentTimeNanos: Effect.sync(() => base.unsafeCurrentTimeNanos()),
+    sleep: (duration) => base.sleep(duration)
+  }
+  return { clock, stepIn: (ms: number) => void (stepsAt = performance.now() + ms) }
+}
+
+export const HOUR_MS = 3_600_000
