@@ -4,7 +4,6 @@
  * status with its event; it is kept for the retention, then dropped. The
  * shutdown ends every life at once.
  */
-import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -193,14 +192,15 @@ const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, 
   Effect.gen(function*() {
     // what the record holds besides its group, made before the spawn: after a fork, each page the
     // supervisor writes to costs a fault, so the start does as little as it can after its spawn
-    const { startedAt, ...state } = yield* Effect.map(Clock.currentTimeMillis, (startedAt) => ({
-      startedAt,
+    const { startedAt, ...state } = yield* Effect.clockWith((clock) => Effect.sync(() => ({
+      startedAt: clock.unsafeCurrentTimeMillis(),
+      startedMonotonic: Monotonic.unsafeMillis(clock),
       status: MutableRef.make<ShellStatus>({ _tag: "Running" }),
       endedAt: MutableRef.make<number | undefined>(undefined),
       settled: Deferred.unsafeMake<void>(FiberId.none),
       gone: Deferred.unsafeMake<void>(FiberId.none),
       cursors: new Map<string, number>()
-    }))
+    })))
     const scope = yield* Scope.make()
     const group = yield* options.spawn(spec).pipe(
       Scope.extend(scope),
@@ -237,7 +237,6 @@ export const make = (options: Options) =>
     const live = lifecycle(options, shuttingDown)
     const outlive = outlived(options, shuttingDown)
     const lifetime = Duration.toMillis(options.limits.lifetime)
-    const clock = yield* Effect.clock
     const started = yield* Queue.unbounded<Due>()
     // replacing a lifecycle interrupts one that watched a lingering group; one that is stopping already finishes that stop first
     const keeper = yield* Effect.forkScoped(keepLifetimes(started, (id) =>
@@ -266,8 +265,7 @@ export const make = (options: Options) =>
       pending = []
       for (const shell of due) {
         watchExit(shell)
-        // from now, a macrotask after the start: the wall clock's `startedAt` may have been stepped since
-        Queue.unsafeOffer(started, { id: shell.id, at: Monotonic.unsafeMillis(clock) + lifetime })
+        Queue.unsafeOffer(started, { id: shell.id, at: shell.startedMonotonic + lifetime })
       }
       if (due.length > 0) journal.unsafeChanged()
     }

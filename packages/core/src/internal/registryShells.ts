@@ -37,6 +37,8 @@ export interface Shell {
   readonly group: ProcessGroup.ProcessGroup
   readonly scope: Scope.CloseableScope
   readonly base: Omit<ShellInfo, "status" | "endedAt">
+  /** When it started, in the clock's monotonic ms (`base.startedAt` is the wall clock's): its lifetime runs from then. */
+  readonly startedMonotonic: number
   /** Changed only by the registry's own steps, each synchronous: a settling of many shells is one step, not one per shell. */
   readonly status: MutableRef.MutableRef<ShellStatus>
   readonly endedAt: MutableRef.MutableRef<number | undefined>
