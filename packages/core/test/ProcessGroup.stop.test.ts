@@ -19,9 +19,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { KernelProcess } from "./helpers.js"
-import { HOUR_MS } from "./helpers.js"
 import {
   environOf,
+  HOUR_MS,
   groupContainment,
   inPidNamespace,
   isAlive,
