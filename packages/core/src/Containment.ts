@@ -32,7 +32,6 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Scope from "effect/Scope"
 import type { StopOptions, StopReport, StopTarget } from "./GroupStop.js"
 import * as GroupStop from "./GroupStop.js"
 import * as CellRelease from "./internal/cellRelease.js"
@@ -64,6 +63,12 @@ export interface Cell {
    * or nowhere if that is empty.
    */
   readonly wrap: (file: string, args: ReadonlyArray<string>, report?: string) => readonly [string, ReadonlyArray<string>]
+  /**
+   * Removes the cell (a cgroup's, struck first if its shell's stop left
+   * anything in it): run it once that stop is over. Nothing when done at
+   * once, the usual case; else what is left to run.
+   */
+  readonly release: () => Effect.Effect<void> | undefined
 }
 
 // a Data error, not a Schema one: `corral run` must not pay for loading Schema at every start
@@ -79,7 +84,7 @@ export class ContainmentUnavailable extends Data.TaggedError("ContainmentUnavail
 
 const make = (
   backend: Backend,
-  cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>,
+  cell: (shellId: string) => Effect.Effect<Cell>,
   reap: Effect.Effect<void, never, ProcessTable | Limits>,
   cells?: string
 ) =>
@@ -101,7 +106,9 @@ const make = (
     } satisfies Containment["Type"]
   })
 
-const procScanCell: Cell = { backend: "procScan", cgroup: undefined, reportsExit: false, wrap: (file, args) => [file, args] }
+const nothingToRelease = () => undefined
+
+const procScanCell: Cell = { backend: "procScan", cgroup: undefined, reportsExit: false, wrap: (file, args) => [file, args], release: nothingToRelease }
 
 /**
  * The shell joins its cgroup from a one-line sh that then execs the command:
@@ -121,13 +128,15 @@ const cgroupCell = (parent: string, table: ProcessTable["Type"]) => {
       process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
       return procScanCell
     }
-    return { backend: "cgroup", cgroup: dir, reportsExit: false, wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]] }
+    return {
+      backend: "cgroup",
+      cgroup: dir,
+      reportsExit: false,
+      wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]],
+      release: () => CellRelease.unsafeRelease(dir, table)
+    }
   }
-  // the release is a closure, built when it runs: added to the scope as is, without restoring the acquiring fiber's refs (see ProcessGroup's onClose)
-  return (shellId: string) =>
-    Effect.flatMap(Effect.scope, (scope) =>
-      Effect.uninterruptible(Effect.tap(Effect.sync(() => make(shellId)), (cell) =>
-        Scope.addFinalizerExit(scope, () => cell.cgroup === undefined ? Effect.void : CellRelease.release(cell.cgroup, table)))))
+  return (shellId: string) => Effect.sync(() => make(shellId))
 }
 
 /**
@@ -215,7 +224,8 @@ const pidnsCell = Effect.gen(function*() {
     backend: "pidns",
     cgroup: undefined,
     reportsExit: true,
-    wrap: (file, args, report = "3") => [unshare, [...flags, perl, "-e", init, report, file, ...args]]
+    wrap: (file, args, report = "3") => [unshare, [...flags, perl, "-e", init, report, file, ...args]],
+    release: nothingToRelease
   }
   return (_shellId: string) => Effect.succeed(cell)
 })
@@ -306,8 +316,8 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
    * watcher told of it stops a new shell however early its supervisor dies.
    */
   readonly cells: string | undefined
-  /** A cell for a new shell. Closing the scope removes it; close it after the shell's stop. */
-  readonly cell: (shellId: string) => Effect.Effect<Cell, never, Scope.Scope>
+  /** A cell for a new shell; its `release` removes it. */
+  readonly cell: (shellId: string) => Effect.Effect<Cell>
   /** Stops shells together: TERM, the grace, the kill loop. Any target, whichever backend made it. */
   readonly stop: (targets: ReadonlyArray<StopTarget>, options?: StopOptions) => Effect.Effect<ReadonlyArray<StopReport>>
   /** How many of the shell's own processes are alive now: not the containment's (a PID namespace's `unshare` and init). */

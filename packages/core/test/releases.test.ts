@@ -1,7 +1,8 @@
 /**
- * A group's releases as one finalizer: the order a scope gives its
- * finalizers, synchronous ones without an effect, and one that throws or
- * dies keeping none of the others from running.
+ * A group's releases as one finalizer, or run by their holder: the order a
+ * scope gives its finalizers, synchronous ones without an effect, each run
+ * once, many holders' in one pass, and one that throws or dies keeping none
+ * of the others from running.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -64,5 +65,64 @@ describe("Releases", () => {
     Effect.gen(function*() {
       const { scope } = yield* openReleases
       expect(yield* Effect.exit(Scope.close(scope, Exit.void))).toEqual(Exit.void)
+    }))
+
+  it.effect("owned: run once, whoever asks first, and a second run finds nothing left", () =>
+    Effect.gen(function*() {
+      const owned = Releases.unsafeMakeOwned()
+      const ran: Array<string> = []
+      owned.add(() => void ran.push("first"))
+      owned.add(() => void ran.push("second"))
+      expect(owned.unsafeRun()).toBeUndefined()
+      yield* Releases.run(owned)
+      expect(ran).toEqual(["second", "first"])
+    }))
+
+  it.effect("many holders in one pass: what each does at once first, then what is left, each holder's in its order", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const holder = (name: string, waits: boolean) => {
+        const owned = Releases.unsafeMakeOwned()
+        owned.add(() => void ran.push(`${name}: cell`))
+        owned.add(() => waits ? Effect.sync(() => ran.push(`${name}: output`)) : void ran.push(`${name}: output`))
+        owned.add(() => void ran.push(`${name}: files`))
+        return owned
+      }
+      const all = [holder("a", true), holder("b", false), holder("c", true)]
+      const pass = Releases.runAll(all)
+      expect(ran).toEqual([])
+      yield* pass
+      expect(ran).toEqual([
+        "a: files",
+        "b: files",
+        "b: output",
+        "b: cell",
+        "c: files",
+        "a: output",
+        "a: cell",
+        "c: output",
+        "c: cell"
+      ])
+      ran.length = 0
+      yield* Releases.runAll(all)
+      expect(ran).toEqual([])
+    }))
+
+  it.effect("many holders: one that throws or dies keeps none of the others from running, and the pass reports it", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const dies = Releases.unsafeMakeOwned()
+      dies.add(() => void ran.push("after the death"))
+      dies.add(() => Effect.dieMessage("an effect that dies"))
+      const throws = Releases.unsafeMakeOwned()
+      throws.add(() => {
+        throw new Error("a release that throws")
+      })
+      const fine = Releases.unsafeMakeOwned()
+      fine.add(() => Effect.sync(() => ran.push("the last holder")))
+      const exit = yield* Effect.exit(Releases.runAll([dies, throws, fine]))
+      expect(ran).toEqual(["after the death", "the last holder"])
+      const defects = Exit.isFailure(exit) ? [...Cause.defects(exit.cause)].map((d) => String((d as Error).message)) : []
+      expect(defects.sort()).toEqual(["a release that throws", "an effect that dies"])
     }))
 })

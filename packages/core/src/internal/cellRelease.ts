@@ -25,27 +25,30 @@ const EMPTYING_MS = 1_000
  * reaping. A warning says which it was.
  */
 export const release = (dir: string, table: ProcessTable["Type"]): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return Effect.void
-    const held = members(dir).length
-    // as a stop's kill rounds strike: the cell whole where the kernel can (5.14 on), and each pid it lists, ours then,
-    // for what `cgroup.kill` misses (a zombie leader whose threads still run) and where there is none
-    const strike = Effect.suspend(() => {
-      Cgroup.kill(dir)
-      return Effect.forEach(members(dir), (pid) => table.signal(pid, "SIGKILL"), { discard: true })
-    })
-    const emptying = Effect.repeat(Effect.zipRight(strike, Effect.sync(() => Cgroup.populated(dir))), {
-      while: (populated) => populated,
-      schedule: Schedule.spaced(Duration.millis(5))
-    })
-    return Effect.map(bounded(emptying, Duration.millis(EMPTYING_MS)), (emptied) => {
-      const removed = Option.isSome(emptied) && Cgroup.remove(dir)
-      process.emitWarning(
-        `corral: the cgroup ${dir} still held ${held} process(es) after its shell's stop; ` +
-          (removed ? "killed and removed" : `killed, and not empty after ${EMPTYING_MS} ms: left for the next supervisor to reap`)
-      )
-    })
+  Effect.suspend(() => unsafeRelease(dir, table) ?? Effect.void)
+
+/** `release`, done at once where the cell is removed, or gone (the usual case): else what is left to run. */
+export const unsafeRelease = (dir: string, table: ProcessTable["Type"]): Effect.Effect<void> | undefined => {
+  if (Cgroup.remove(dir) || !Cgroup.populated(dir)) return undefined
+  const held = members(dir).length
+  // as a stop's kill rounds strike: the cell whole where the kernel can (5.14 on), and each pid it lists, ours then,
+  // for what `cgroup.kill` misses (a zombie leader whose threads still run) and where there is none
+  const strike = Effect.suspend(() => {
+    Cgroup.kill(dir)
+    return Effect.forEach(members(dir), (pid) => table.signal(pid, "SIGKILL"), { discard: true })
   })
+  const emptying = Effect.repeat(Effect.zipRight(strike, Effect.sync(() => Cgroup.populated(dir))), {
+    while: (populated) => populated,
+    schedule: Schedule.spaced(Duration.millis(5))
+  })
+  return Effect.map(bounded(emptying, Duration.millis(EMPTYING_MS)), (emptied) => {
+    const removed = Option.isSome(emptied) && Cgroup.remove(dir)
+    process.emitWarning(
+      `corral: the cgroup ${dir} still held ${held} process(es) after its shell's stop; ` +
+        (removed ? "killed and removed" : `killed, and not empty after ${EMPTYING_MS} ms: left for the next supervisor to reap`)
+    )
+  })
+}
 
 /** Whom the cell and the cells below it list. */
 const members = (dir: string) => Cgroup.tree(dir).flatMap((cgroup) => Cgroup.ownProcs(cgroup))

@@ -7,14 +7,12 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as FiberMap from "effect/FiberMap"
 import * as MutableRef from "effect/MutableRef"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
-import * as Scope from "effect/Scope"
 import type { Containment } from "../Containment.js"
 import type { StopReport } from "../GroupStop.js"
 import type { LimitsShape } from "../Limits.js"
@@ -37,7 +35,7 @@ export interface Options {
   /** Groups whose stop left nothing running (see `CrashSafety.emptied`). */
   readonly emptied: (groups: ReadonlyArray<ProcessGroup.ProcessGroup>) => Effect.Effect<void>
   /** `ProcessGroup.spawner`'s, its services resolved. */
-  readonly spawn: (spec: SpawnSpec) => Effect.Effect<ProcessGroup.ProcessGroup, ProcessGroup.ProcessGroupError, Scope.Scope>
+  readonly spawn: (spec: SpawnSpec) => Effect.Effect<ProcessGroup.OwnedGroup, ProcessGroup.ProcessGroupError>
 }
 
 const markStopping = (shell: Shell, by: StopCause) =>
@@ -120,13 +118,13 @@ const naturalEnd = (options: Options, shell: Shell, exit: ExitStatus) =>
 
 /**
  * A shell's life from its end on, however it came: its stop runs through and
- * its scope closes; then it is kept for the retention, or until the shutdown
+ * its group is released; then it is kept for the retention, or until the shutdown
  * or its drop to make room, whichever comes first.
  */
 const afterEnd = (options: Options, shuttingDown: Deferred.Deferred<void>, shell: Shell) =>
   Effect.gen(function*() {
     // begun, the end runs through: the shutdown interrupts lifecycles and waits for them
-    yield* Effect.uninterruptible(Effect.zipRight(stop(options, shell), Scope.close(shell.scope, Exit.void)))
+    yield* Effect.uninterruptible(Effect.zipRight(stop(options, shell), shell.owned.release))
     const retained = yield* Effect.raceFirst(
       Effect.as(Effect.sleep(options.limits.retention), true),
       Effect.as(Effect.race(Deferred.await(shuttingDown), Deferred.await(shell.gone)), false)
@@ -143,20 +141,20 @@ const lifecycle = (options: Options, shuttingDown: Deferred.Deferred<void>) => (
   shell.group.awaitExit.pipe(
     Effect.flatMap((exit) => naturalEnd(options, shell, exit)),
     Effect.flatMap(() => afterEnd(options, shuttingDown, shell)),
-    // `ensuring`, not `onInterrupt`: a lifecycle that ran to its end closed its scope already (closing it
-    // again does nothing), and `onInterrupt` read each interrupt's cause into a set of fiber ids, 200 times
+    // `ensuring`, not `onInterrupt`: a lifecycle that ran to its end released its group already (a release
+    // runs once), and `onInterrupt` read each interrupt's cause into a set of fiber ids, 200 times
     // over at a shutdown (about 40% of the CPU of interrupting 200 lifecycles)
-    Effect.ensuring(Effect.suspend(() => closeIfDropped(options, shell)))
+    Effect.ensuring(Effect.suspend(() => releaseIfDropped(options, shell)))
   )
 
 /**
- * The shutdown interrupts the lifecycles under way and closes the scopes
+ * The shutdown interrupts the lifecycles under way and releases the groups
  * of the shells it lists. A shell killed, then dropped to make room before
- * its lifecycle got to close its scope, is not listed: its scope closes
- * when its lifecycle ends.
+ * its lifecycle got to release its group, is not listed: its group is
+ * released when its lifecycle ends.
  */
-const closeIfDropped = ({ shells }: Options, shell: Shell) =>
-  shells.byId.get(shell.id) === shell ? Effect.void : Scope.close(shell.scope, Exit.void)
+const releaseIfDropped = ({ shells }: Options, shell: Shell) =>
+  shells.byId.get(shell.id) === shell ? Effect.void : shell.owned.release
 
 /** The lifecycle of a shell that outlived its lifetime, in place of any under way (one that watched it linger). */
 const outlived = (options: Options, shuttingDown: Deferred.Deferred<void>) => (shell: Shell) =>
@@ -187,7 +185,7 @@ const keepLifetimes = (started: Queue.Dequeue<Due>, outlive: (id: string) => Eff
     yield* outlive(due.id)
   }))
 
-/** A new shell's record, its group held by a scope of its own. */
+/** A new shell's record, its group its own to release. */
 const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
   Effect.gen(function*() {
     // what the record holds besides its group, made before the spawn: after a fork, each page the
@@ -201,15 +199,12 @@ const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, 
       gone: Deferred.unsafeMake<void>(FiberId.none),
       cursors: new Map<string, number>()
     })))
-    const scope = yield* Scope.make()
-    const group = yield* options.spawn(spec).pipe(
-      Scope.extend(scope),
-      Effect.tapError(() => Scope.close(scope, Exit.void))
-    )
+    const owned = yield* options.spawn(spec)
+    const { group } = owned
     return {
       id,
       group,
-      scope,
+      owned,
       base: {
         id,
         tag,
@@ -309,12 +304,12 @@ export const make = (options: Options) =>
         const reports = yield* Fiber.join(stopping)
         yield* options.emptied(all.filter((_, i) => reports[i]!.survivors.length === 0).map((s) => s.group))
         yield* settleAll(options, all.map((shell, i) => [shell, reports[i]!] as const))
-        // one after the other, without a fiber each: a close waits only for output not at its end yet (at most
-        // 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have been read to their end
+        // in one pass, without a fiber or a scope each: a release waits only for output not at its end yet (at
+        // most 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have been read to their end
         yield* nextMacrotask
-        yield* Effect.forEach(all, (s) => Scope.close(s.scope, Exit.void), { discard: true })
-        // one of them dropped already (killed, then dropped to make room) is not listed: its scope closes here
-        yield* Effect.forEach(unfollowed, (s) => closeIfDropped(options, s), { discard: true })
+        yield* ProcessGroup.releaseAll(all.map((s) => s.owned))
+        // one of them dropped already (killed, then dropped to make room) is not listed: it is released here
+        yield* Effect.forEach(unfollowed, (s) => releaseIfDropped(options, s), { discard: true })
         yield* journal.remove
         yield* shells.endEvents
       })

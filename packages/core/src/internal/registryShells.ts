@@ -31,11 +31,12 @@ export class UnknownShell extends Data.TaggedError("UnknownShell")<{
   }
 }
 
-/** A registered shell: its group, the scope that holds it, and what changes as it lives. */
+/** A registered shell: its group, which it holds and releases, and what changes as it lives. */
 export interface Shell {
   readonly id: string
   readonly group: ProcessGroup.ProcessGroup
-  readonly scope: Scope.CloseableScope
+  /** `group` with its release: run when its lifecycle is over, or with every other shell's at the shutdown. */
+  readonly owned: ProcessGroup.OwnedGroup
   readonly base: Omit<ShellInfo, "status" | "endedAt">
   /** When it started, in the clock's monotonic ms (`base.startedAt` is the wall clock's): its lifetime runs from then. */
   readonly startedMonotonic: number
@@ -147,7 +148,7 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
       },
       unsafeDrop: (shell) => {
         if (byId.delete(shell.id)) publishNow([{ _tag: "Dropped", id: shell.id }])
-        // its lifecycle then winds down (closes its scope, removes its cell) in a macrotask, not in a
+        // its lifecycle then winds down (releases its group, removes its cell) in a macrotask, not in a
         // microtask on the path of the start that made room, before that start's caller has its id
         setImmediate(() => Deferred.unsafeDone(shell.gone, Effect.void))
       },
