@@ -32,6 +32,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 
 const bin = fileURLToPath(new URL("../packages/cli/bin/corral.js", import.meta.url))
 const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
@@ -1653,3 +1654,60 @@ const runCorral = (backend: Backend, args: ReadonlyArray<string>) =>
     })
     return { child, exited }
   })
+
+describe.skipIf(!pidnsPossible)("a PID namespace whose init never ran the command (needs unshare and perl, and user namespaces unless root)", () => {
+  /**
+   * `unshare` exits 1 when it cannot fork the namespace's init (EAGAIN at the
+   * user's process limit, `ulimit -u`): tried as `nobody` with `prlimit
+   * --nproc`, but a limit that lets the supervisor start and stops `unshare`
+   * depends on how many threads every process of the user has at that moment.
+   * So an `unshare` on the supervisor's PATH stands in for that one case: the
+   * layer's probe goes to the real one, and every shell gets its message and
+   * its exit code, with no namespace made and nothing forked.
+   */
+  const failingUnshare = Effect.acquireRelease(
+    Effect.sync(() => {
+      const real = spawnSync("sh", ["-c", "command -v unshare"], { encoding: "utf8" }).stdout.trim()
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-unshare-"))
+      fs.writeFileSync(
+        path.join(dir, "unshare"),
+        `#!/bin/sh\ncase "$*" in *"exit 0") exec ${real} "$@" ;; esac\necho "unshare: fork failed: Resource temporarily unavailable" >&2\nexit 1\n`,
+        { mode: 0o755 }
+      )
+      const PATH = process.env.PATH
+      process.env.PATH = `${dir}:${PATH}`
+      return { dir, PATH }
+    }),
+    ({ dir, PATH }) =>
+      Effect.sync(() => {
+        process.env.PATH = PATH
+        fs.rmSync(dir, { recursive: true, force: true })
+      })
+  )
+
+  it.scopedLive("exits 125, as timeout(1) does when it fails itself, not with the wrapper's code, and its output keeps the wrapper's message", () =>
+    Effect.gen(function*() {
+      yield* failingUnshare
+      const { group, text } = yield* Effect.provide(
+        Effect.gen(function*() {
+          const group = yield* ProcessGroup.spawn({ command: ["sh", "-c", "echo the command ran"] })
+          yield* group.awaitExit
+          yield* Effect.scoped(Effect.flatMap(group.output.live, (live) => Stream.runDrain(live)))
+          return { group, text: (yield* group.output.readSince(0)).text }
+        }),
+        layerFor("pidns")
+      )
+      expect(group.containment).toBe("pidns")
+      expect(yield* group.awaitExit).toEqual({ _tag: "Exited", code: 125 })
+      expect(text).toContain("unshare: fork failed: Resource temporarily unavailable")
+      expect(text).not.toContain("the command ran")
+    }))
+
+  it.scopedLive("a command that ran keeps its own code, however fast it exits: 40 starts of `exit 3`", () =>
+    Effect.gen(function*() {
+      for (let i = 0; i < 40; i++) {
+        const group = yield* ProcessGroup.spawn({ command: ["sh", "-c", "exit 3"] })
+        expect(yield* group.awaitExit, `start ${i}`).toEqual({ _tag: "Exited", code: 3 })
+      }
+    }).pipe(Effect.provide(layerFor("pidns"))))
+})

@@ -471,8 +471,17 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { exited, forked, ma
   // listener, its write's callback), and one interrupted with a write in flight hears nothing, where an
   // 'error' with no listener would end this process (a pipeline's feeder when `head` has had enough)
   child.stdin?.on("error", () => undefined)
-  child.stdio[3]?.on("data", reportReader({ exited, forked }))
-  child.once("exit", (code, signal) => exited(toExitStatus(code, signal)))
+  const report = child.stdio[3]
+  let heard = false
+  report?.on("data", reportReader({ exited, forked }, () => (heard = true)))
+  child.once("exit", (code, signal) => {
+    const status = toExitStatus(code, signal)
+    if (report == null || heard || signal !== null) return exited(status)
+    // the init says `forked` the moment the command's process exists: a wrapper that exited by itself
+    // with no word from it before its channel closed never ran the command (`unshare` could not make
+    // the namespace, or fork the init), and its code is not the command's
+    onceClosed(report, () => exited(heard ? status : NEVER_RAN))
+  })
   onOutputEnd(child, () => {
     markClosed()
     output.unsafeEnd()
@@ -609,16 +618,29 @@ const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n])
  * Reads what a pidns init reports, chunk by chunk (chunks may split or join
  * lines): `forked`, then the command's raw wait status.
  */
-const reportReader = ({ exited, forked }: Pick<Sinks, "exited" | "forked">) => {
+const reportReader = ({ exited, forked }: Pick<Sinks, "exited" | "forked">, heard: () => void = () => undefined) => {
   let pending = ""
   return (chunk: Buffer) => {
     const lines = (pending + chunk.toString("latin1")).split("\n")
     pending = lines.pop()!
     for (const line of lines) {
+      heard()
       if (line !== "forked") exited(fromWaitStatus(Number(line)))
       else if (forked !== undefined) Deferred.unsafeDone(forked, Effect.void)
     }
   }
+}
+
+/**
+ * The exit of a shell whose command never ran because its containment's
+ * wrapper failed first: 125, as timeout(1) exits when it fails itself, and as
+ * the PID-namespace init exits when it cannot fork the command.
+ */
+const NEVER_RAN: ExitStatus = { _tag: "Exited", code: 125 }
+
+const onceClosed = (stream: Readable | Writable, f: () => void) => {
+  if (stream.closed) setImmediate(f)
+  else stream.once("close", f)
 }
 
 /** A raw wait(2) status, as the PID-namespace init reports it. */
