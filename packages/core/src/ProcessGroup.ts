@@ -1000,6 +1000,7 @@ export interface OwnedGroup {
   readonly group: ProcessGroup
   /** What closing `spawn`'s scope does: the group's stop, if none has run, then a release of all it holds. Once, whoever asks first. */
   readonly release: Effect.Effect<void>
+  /** The same releases, as `releaseAll` runs them with other groups'. */
   readonly releases: Releases.Owned
 }
 
