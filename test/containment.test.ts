@@ -122,6 +122,15 @@ const procPids = (): Array<number> => fs.readdirSync("/proc").filter((n) => /^\d
 /** Whether a `stat` line is a zombie's or a dead process's. */
 const isDeadStat = (stat: string) => /^\S+ \(.*\) [ZX] /.test(stat)
 
+/** Whether `pid` is a live process (not a zombie, not gone). */
+const alive = (pid: number): boolean => {
+  try {
+    return !isDeadStat(fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
+  } catch {
+    return false
+  }
+}
+
 /**
  * Live processes whose argv or environment holds the token. Newest first:
  * on a busy host a walk of the namespace's /proc takes longer than a hop
@@ -1020,6 +1029,25 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }))
 
+      it.scopedLive("a registry started with no file descriptor left says once that its watcher could not start, has one once it can, and a SIGKILL then leaves nothing", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          const stateDir = yield* tempDir("corral-nofd-")
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const result = yield* runWatcherOutOfDescriptors(backend, token, stateDir)
+          yield* Effect.addFinalizer(() => Effect.sync(() => result.watchers.forEach((pid) => pid > 1 && alive(pid) && process.kill(pid, "SIGKILL"))))
+          // the fixture held every descriptor its limit of 256 left it, then let 64 go
+          expect(result.held).toBeGreaterThan(100)
+          expect(result.warnedFirst).toEqual([expect.stringMatching(/^the watcher could not start: this process has no file descriptor left for the watcher's pipes \(EMFILE: `ulimit -n` is reached\)/)])
+          // tried again each second, and said once
+          expect(result.warnings.slice(1)).toEqual([expect.stringMatching(/^the watcher started \(pid \d+\) after it could not: it watches the 1 group\(s\) running$/)])
+          expect(result.watchers).toHaveLength(1)
+          // the fixture SIGKILLed itself once it printed: the watcher that started late stops its shell
+          yield* waitUntil("the late watcher's stop", () => marked(token).length === 0, GRACE + 1_000 + 1_500)
+          yield* waitUntil("the late watcher's exit", () => !alive(result.watchers[0]!))
+          yield* staysEmpty(token)
+        }))
+
       it.scopedLive("corral run: SIGKILL of corral itself leaves nothing of CMD after grace + 1 s", () =>
         Effect.gen(function*() {
           const token = newToken()
@@ -1562,6 +1590,18 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
 })
 
 const outOfDescriptors = fileURLToPath(new URL("./fixtures/stop-out-of-descriptors.mjs", import.meta.url))
+const watcherOutOfDescriptors = fileURLToPath(new URL("./fixtures/watcher-out-of-descriptors.mjs", import.meta.url))
+
+/** Runs the fixture of a registry out of descriptors (see it); it prints one line, then SIGKILLs itself. */
+const runWatcherOutOfDescriptors = (backend: Backend, token: string, stateDir: string) =>
+  Effect.async<{ held: number; warnedFirst: Array<string>; warnings: Array<string>; shell: number; watchers: Array<number> }, Error>((resume) => {
+    const env = { ...process.env, CORRAL_CONTAINMENT: backend }
+    const child = execFile("sh", ["-c", `ulimit -n 256 && exec "$0" "$@"`, process.execPath, watcherOutOfDescriptors, token, stateDir], { timeout: 20_000, env }, (_, stdout, stderr) => {
+      if (child.signalCode !== "SIGKILL" || child.killed) return resume(Effect.fail(new Error(`the fixture did not kill itself (${child.signalCode ?? child.exitCode}): ${stdout}\n${stderr}`)))
+      resume(Effect.try({ try: () => JSON.parse(stdout.trim().split("\n").at(-1)!), catch: () => new Error(`the fixture printed no result: ${stdout}\n${stderr}`) }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
 
 /** Runs `command` under `backend` in a process limited to 256 descriptors, and stops it with all of them taken (see the fixture). */
 const runOutOfDescriptors = (backend: Backend, token: string, command: string) =>

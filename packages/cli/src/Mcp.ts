@@ -17,7 +17,6 @@ import * as ShellTools from "@corral/tools/ShellTools"
 import * as McpServer from "@effect/ai/McpServer"
 import * as NodeSink from "@effect/platform-node/NodeSink"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import * as Cause from "effect/Cause"
 import type * as ConfigError from "effect/ConfigError"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -34,7 +33,7 @@ import { SERVER_NAME } from "./internal/mcpEarlyInitialize.js"
 import * as McpWire from "./internal/mcpWire.js"
 import * as Signals from "./internal/signals.js"
 import * as Stdio from "./internal/stdio.js"
-import { printError, writeOut } from "./internal/stdio.js"
+import { printError, printFailure, writeOut } from "./internal/stdio.js"
 import type { UsageError } from "./internal/usageError.js"
 
 export const usage = `usage: corral mcp [--cwd DIR] [--max-shells N] [--grace D] [--containment C]
@@ -229,7 +228,7 @@ const program = (argv: ReadonlyArray<string>, early: McpEarlyInitialize.Handover
  */
 export const main = (argv: ReadonlyArray<string>, early?: McpEarlyInitialize.Handover): void => {
   void Effect.runPromiseExit(program(argv, early)).then((exit) => {
-    if (Exit.isFailure(exit)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
+    if (Exit.isFailure(exit)) printFailure(exit.cause)
     process.exit(Exit.isSuccess(exit) ? exit.value : ExitCode.Failed)
   })
 }

@@ -12,7 +12,6 @@ import { Limits } from "@corral/core/Limits"
 import * as ProcessGroup from "@corral/core/ProcessGroup"
 import { ProcessTable } from "@corral/core/ProcessTable"
 import * as Watcher from "@corral/core/Watcher"
-import * as Cause from "effect/Cause"
 import type * as ConfigError from "effect/ConfigError"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -27,7 +26,7 @@ import type { RunArgs } from "./internal/runArgs.js"
 import * as RunArgsParser from "./internal/runArgs.js"
 import * as Signals from "./internal/signals.js"
 import * as StderrLogger from "./internal/stderrLogger.js"
-import { printError, writeOut } from "./internal/stdio.js"
+import { printError, printFailure, writeOut } from "./internal/stdio.js"
 import * as StopReport from "./internal/stopReport.js"
 import type { UsageError } from "./internal/usageError.js"
 
@@ -269,7 +268,7 @@ export const main = (argv: ReadonlyArray<string>): void => {
   const ignored = Signals.ignoredAtStart()
   void Effect.runPromiseExit(program(argv, ignored)).then((exit) => {
     if (Exit.isFailure(exit)) {
-      printError(`internal error: ${Cause.pretty(exit.cause)}`)
+      printFailure(exit.cause)
       process.exitCode = ExitCode.Failed
     } else if (exit.value._tag === "Die") Signals.dieOf(exit.value.signal)
     else process.exitCode = exit.value.code

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as v8 from "node:v8"
 import { Failed } from "./internal/exitCode.js"
 import * as McpEarlyInitialize from "./internal/mcpEarlyInitialize.js"
-import { printError, writeOut } from "./internal/print.js"
+import { exhaustion, printError, writeOut } from "./internal/print.js"
 
 interface CommandModule {
   readonly main: (args: ReadonlyArray<string>, early?: McpEarlyInitialize.Handover) => void
@@ -91,12 +91,19 @@ const dispatch = async (name: string, args: ReadonlyArray<string>) => {
 }
 
 const [name, ...args] = process.argv.slice(2)
-if (name === undefined || name === "--help" || name === "-h" || (name === "help" && args.length === 0)) {
-  writeOut(usage())
-} else if (name === "--version" || name === "-V") {
-  writeOut(`${version()}\n`)
-} else if (name === "help") {
-  await dispatch(args[0]!, ["--help"])
-} else {
-  await dispatch(name, args)
+try {
+  if (name === undefined || name === "--help" || name === "-h" || (name === "help" && args.length === 0)) {
+    writeOut(usage())
+  } else if (name === "--version" || name === "-V") {
+    writeOut(`${version()}\n`)
+  } else if (name === "help") {
+    await dispatch(args[0]!, ["--help"])
+  } else {
+    await dispatch(name, args)
+  }
+} catch (error) {
+  // loading a command reads its files: at a low `ulimit -n` that is what fails first
+  const ranOut = exhaustion(error)
+  if (ranOut === undefined) throw error
+  fail(`cannot go on: ${ranOut}`)
 }

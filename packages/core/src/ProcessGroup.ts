@@ -91,6 +91,7 @@ export interface Stdio {
 export type { ExitStatus, TerminalSize } from "./Shell.js"
 import type { ExitStatus, TerminalSize } from "./Shell.js"
 import { defaultTerminalSize, MAX_TERMINAL_SIZE } from "./internal/terminalSize.js"
+import * as SpawnFailure from "./internal/spawnFailure.js"
 
 export class EmptyCommand extends Data.TaggedError("EmptyCommand")<{}> {
   override get message() {
@@ -131,18 +132,8 @@ export class SpawnError extends Data.TaggedError("SpawnError")<{ readonly file: 
     if (this.code === "E2BIG") {
       return "the command is too large to run (E2BIG: over the system's limit for arguments and environment): write it to a script file and run that file"
     }
-    return `cannot run ${this.file}: ${spawnFailures[this.code] ?? `spawn failed (${this.code})`}`
+    return `cannot run ${this.file}: ${SpawnFailure.describe(this.code)}`
   }
-}
-
-/** What a spawn's error code means to the user, and what to do about it. */
-const spawnFailures: Readonly<Record<string, string>> = {
-  ENOENT: "not found: check the name and PATH",
-  EACCES: "permission denied: check that it is executable",
-  EAGAIN: "no process can be started now (EAGAIN: the user's process limit, `ulimit -u`, or the system's pid limit is reached): stop some processes or raise the limit",
-  EMFILE: "this process has no file descriptor left for the command's pipes (EMFILE: `ulimit -n` is reached): close some files or raise the limit",
-  ENFILE: "the system has no file descriptor left for the command's pipes (ENFILE): close some files or raise fs.file-max",
-  ENOMEM: "not enough memory to start it (ENOMEM)"
 }
 
 /** A terminal's size out of bounds, at a spawn or a resize. */

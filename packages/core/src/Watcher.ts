@@ -6,6 +6,7 @@
 import { spawn } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { getSystemErrorName } from "node:util"
 import type { Stream } from "node:stream"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -17,6 +18,7 @@ import type { StopTarget } from "./GroupStop.js"
 import { bounded } from "./internal/bounded.js"
 import * as Monotonic from "./internal/monotonic.js"
 import type * as Message from "./internal/watcherMessage.js"
+import * as SpawnFailure from "./internal/spawnFailure.js"
 import { Limits } from "./Limits.js"
 
 /** Targets are known by key: an add of the same key replaces what the watcher knew. */
@@ -83,13 +85,13 @@ const startProcess = (args: string): ChildProcess => {
     stdio: ["pipe", "pipe", "ignore"],
     env
   })
+  // a watcher that could not start is told of where it is replaced (`replaceWhenDead`), not as an uncaught error
+  child.on("error", () => {})
   child.unref()
-  // the pipe is the supervisor's lifeline to the watcher, not a reason to stay alive
-  for (const pipe of [child.stdin, child.stdout]) (pipe as Stream & { unref?: () => void }).unref?.()
-  child.stdin!.on("error", () => {})
-  child.on("error", (error) => {
-    process.emitWarning(`corral: the watcher could not start (${error.message}): shells will not be stopped if this process is killed`)
-  })
+  // the pipe is the supervisor's lifeline to the watcher, not a reason to stay alive. A spawn that found no
+  // descriptor for them (EMFILE) made none: it only tells of that in its error event
+  for (const pipe of [child.stdin, child.stdout]) (pipe as (Stream & { unref?: () => void }) | null)?.unref?.()
+  child.stdin?.on("error", () => {})
   return child
 }
 
@@ -97,8 +99,12 @@ const startProcess = (args: string): ChildProcess => {
 const lineOf = (message: typeof Message.WatcherMessage.Encoded) => JSON.stringify(message) + "\n"
 
 const write = (child: ChildProcess, lines: string) => {
-  if (lines !== "" && child.stdin!.writable) child.stdin!.write(lines)
+  if (lines !== "" && child.stdin?.writable) child.stdin.write(lines)
 }
+
+/** Why a process never started: Node gives its exit code as the spawn's negated errno. */
+const startFailure = (child: ChildProcess) =>
+  child.exitCode !== null && child.exitCode < 0 ? getSystemErrorName(child.exitCode) : `exit code ${child.exitCode}`
 
 /** Waits until the watcher process has ended, or could not start; says how. */
 const ended = (child: ChildProcess) =>
@@ -118,11 +124,11 @@ const ended = (child: ChildProcess) =>
 const ready = (child: ChildProcess) =>
   Effect.async<void>((resume) => {
     const done = () => resume(Effect.void)
-    child.stdout!.once("data", done)
+    child.stdout?.once("data", done)
     child.once("exit", done)
     child.once("error", done)
     return Effect.sync(() => {
-      child.stdout!.off("data", done)
+      child.stdout?.off("data", done)
       child.off("exit", done)
       child.off("error", done)
     })
@@ -169,6 +175,8 @@ export const make = Effect.gen(function*() {
     pending = []
   }
   /** A new watcher process, told every group still announced (what was pending is in `watched` already). */
+  // set while no watcher could start: tried again after each `restartInterval`, said once, and once more when one starts
+  let failing = false
   const restart = () => {
     current = startProcess(args)
     pending = []
@@ -195,7 +203,7 @@ export const make = Effect.gen(function*() {
         child.kill("SIGKILL")
       } else {
         flush()
-        child.stdin!.end()
+        child.stdin?.end()
       }
     }), Duration.seconds(5)))
   )
@@ -207,16 +215,28 @@ export const make = Effect.gen(function*() {
     // ended on purpose (endIfIdle) is no death: no replacement until an add needs one, and that add starts it
     if (retired !== undefined) yield* Deferred.await(retired)
     if (current !== child) return
+    if (child.pid === undefined && !failing) {
+      failing = true
+      yield* Effect.logWarning(
+        `the watcher could not start: ${SpawnFailure.describe(startFailure(child), "the watcher's pipes")}; ` +
+          "until it can, shells keep running if this process is killed"
+      )
+    }
     // a watcher that cannot stay up is not restarted in a tight loop
     const lived = Duration.millis((yield* Monotonic.millis) - startedAt)
     if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
     const replacement = yield* Effect.sync(restart)
     // a watcher with nothing to stop loads no stop code, and so never says it is ready
     if (watched.size > 0) yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
+    // one that could not start said so (once in a row); the next is tried a `restartInterval` later
+    if (replacement.pid === undefined) return
     yield* Effect.logWarning(
-      `the watcher (pid ${child.pid ?? "none"}) ended (${how}); ` +
-        `its replacement (pid ${replacement.pid ?? "none"}) watches the ${groupsWatched()} group(s) still running`
+      failing
+        ? `the watcher started (pid ${replacement.pid}) after it could not: it watches the ${groupsWatched()} group(s) running`
+        : `the watcher (pid ${child.pid}) ended (${how}); ` +
+          `its replacement (pid ${replacement.pid}) watches the ${groupsWatched()} group(s) still running`
     )
+    failing = false
   })
   // forked after the release above is registered, so interrupted before it runs: a release is no death
   yield* Effect.forkScoped(Effect.forever(replaceWhenDead))

@@ -31,3 +31,21 @@ export const printError = (message: string): void => {
     // a closed or broken stderr must not turn into a crash of corral
   }
 }
+
+/**
+ * What a failure for want of one of the host's resources means, and what to
+ * do about it: the machine's limits, not a bug of corral's. Undefined for
+ * any other failure.
+ */
+export const exhaustion = (error: unknown): string | undefined => {
+  switch ((error as NodeJS.ErrnoException | null)?.code) {
+    case "EMFILE":
+      return "this process has no file descriptor left (EMFILE: `ulimit -n` is reached): raise the limit or close some files"
+    case "ENFILE":
+      return "the system has no file descriptor left (ENFILE): close some files or raise fs.file-max"
+    case "ENOMEM":
+      return "not enough memory left (ENOMEM): stop some processes or add memory"
+    default:
+      return undefined
+  }
+}

@@ -17,7 +17,7 @@ import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as ExitCode from "./exitCode.js"
 import * as StderrLogger from "./stderrLogger.js"
-import { printError } from "./stdio.js"
+import { printError, printFailure } from "./stdio.js"
 import { UsageError } from "./usageError.js"
 
 export const Failed = 1
@@ -78,7 +78,7 @@ export const run = <E extends CommandError, R>(
     Effect.provide(StderrLogger.layer)
   )
   void Effect.runPromiseExit(handled).then((exit) => {
-    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) printError(`internal error: ${Cause.pretty(exit.cause)}`)
+    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) printFailure(exit.cause)
     process.exitCode = Exit.isSuccess(exit) ? exit.value : Failed
   })
 }
