@@ -413,6 +413,18 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
       Layer.provide(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.millis(GRACE) })))
     ))))
 
+  it.live("set up with no file descriptor left, every choice says so and what to do; auto never settles for a weaker backend", () =>
+    Effect.gen(function*() {
+      for (const choice of ["auto", ...backends] as const) {
+        expect(yield* setUpWithFreeDescriptors(choice, 0), choice).toEqual({
+          failed: `containment backend "${choice}" is not available here: this process has no file descriptor left to set it up (EMFILE). ` +
+            "Close some files or raise the limit (`ulimit -n`)."
+        })
+        // the few a start needs are enough: auto gets the strongest
+        expect(yield* setUpWithFreeDescriptors(choice, 16), choice).toEqual({ backend: choice === "auto" ? backends[0] : choice })
+      }
+    }))
+
   for (const backend of backends) {
     describe(`backend ${backend}`, () => {
       it.scopedLive("a stop that had to kill returns only once every process it struck is done exiting, not once the cell or group reads empty", () =>
@@ -1590,6 +1602,19 @@ describe.skipIf(!cgroupWritable || !inPidNamespace)("cgroup leftovers (needs a w
 })
 
 const outOfDescriptors = fileURLToPath(new URL("./fixtures/stop-out-of-descriptors.mjs", import.meta.url))
+const containmentOutOfDescriptors = fileURLToPath(new URL("./fixtures/containment-out-of-descriptors.mjs", import.meta.url))
+
+/** Sets up `choice` in a fixture that leaves `free` descriptors free (see it): the backend it got, or how it failed. */
+const setUpWithFreeDescriptors = (choice: Backend | "auto", free: number) =>
+  Effect.async<{ backend: Backend } | { failed: string }, Error>((resume) => {
+    const env = { ...process.env, CORRAL_CONTAINMENT: choice }
+    const child = execFile("sh", ["-c", `ulimit -n 256 && exec "$0" "$@"`, process.execPath, containmentOutOfDescriptors, `${free}`], { timeout: 20_000, env }, (error, stdout, stderr) => {
+      if (error) return resume(Effect.fail(new Error(`the fixture failed: ${error.message}\n${stderr}`)))
+      resume(Effect.try({ try: () => JSON.parse(stdout.trim()), catch: () => new Error(`the fixture printed no result: ${stdout}`) }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
 const watcherOutOfDescriptors = fileURLToPath(new URL("./fixtures/watcher-out-of-descriptors.mjs", import.meta.url))
 
 /** Runs the fixture of a registry out of descriptors (see it); it prints one line, then SIGKILLs itself. */

@@ -194,6 +194,53 @@ describe("corral run: exit status", () => {
     }))
 })
 
+/** `corral run ARGS` under `ulimit -n limit`, to its end. */
+const runWithDescriptorLimit = (limit: number, args: ReadonlyArray<string>) =>
+  Effect.async<Finished>((resume) => {
+    const child = spawn("sh", ["-c", `ulimit -n ${limit} && exec "$0" "$@"`, process.execPath, bin, "run", ...args], { stdio: ["ignore", "pipe", "pipe"] })
+    const stdout: Array<Buffer> = []
+    const stderr: Array<Buffer> = []
+    child.stdout.on("data", (bytes: Buffer) => stdout.push(bytes))
+    child.stderr.on("data", (bytes: Buffer) => stderr.push(bytes))
+    child.once("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr).toString() })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+describe("corral run: out of file descriptors", () => {
+  it.live("at every `ulimit -n` where Node can load it, runs CMD or says in one line which limit to raise: never an internal error or a crash", () =>
+    Effect.gen(function*() {
+      const outcomes: Array<string> = []
+      for (let limit = 16; limit <= 40; limit++) {
+        const result = yield* runWithDescriptorLimit(limit, ["--", "sh", "-c", "echo ok"])
+        const lines = result.stderr.split("\n").filter((line) => line !== "")
+        const what = `ulimit -n ${limit}: ${result.signal ?? result.code}\n${result.stderr}`
+        // below some limit Node itself cannot start, or read the bin: none of corral's code has run
+        if (result.code !== 0 && !result.stderr.includes("corral: ") && !result.stderr.includes("bundle/")) {
+          expect(result.stdout.toString(), what).toBe("")
+          outcomes.push("node")
+          continue
+        }
+        expect(result.signal, what).toBeNull()
+        expect(lines.every((line) => line.startsWith("corral: ")), what).toBe(true)
+        const warnings = lines.filter((line) => line.startsWith("corral: warning: "))
+        expect(warnings, what).toEqual(warnings.length === 0 ? [] : [expect.stringMatching(/^corral: warning: the watcher could not start: .*\(EMFILE: `ulimit -n` is reached\)/)])
+        const errors = lines.filter((line) => !line.startsWith("corral: warning: "))
+        if (result.code === 0) {
+          expect([result.stdout.toString(), errors], what).toEqual(["ok\n", []])
+          outcomes.push(warnings.length === 0 ? "ran" : "ran unwatched")
+        } else {
+          expect([125, 126], what).toContain(result.code)
+          expect(errors, what).toHaveLength(1)
+          expect(errors[0], what).toMatch(/no file descriptor left .*\(EMFILE.*`ulimit -n`/)
+          outcomes.push("refused")
+        }
+      }
+      // the sweep crossed the range where corral's own code meets the limit
+      expect(outcomes, outcomes.join(" ")).toContain("refused")
+      expect(outcomes.at(-1)).toBe("ran")
+    }))
+})
+
 describe("corral run: usage", () => {
   const rejects = (args: ReadonlyArray<string>, message: RegExp) =>
     Effect.gen(function*() {

@@ -75,12 +75,46 @@ export interface Cell {
 export class ContainmentUnavailable extends Data.TaggedError("ContainmentUnavailable")<{
   readonly backend: string
   readonly reason: string
+  /** What to do about it, where another backend would not do. */
+  readonly fix?: string | undefined
 }> {
   override get message() {
     return `containment backend "${this.backend}" is not available here: ${this.reason}. ` +
-      `Unset CORRAL_CONTAINMENT (or pass auto) to let corral pick one that works.`
+      (this.fix ?? `Unset CORRAL_CONTAINMENT (or pass auto) to let corral pick one that works.`)
   }
 }
+
+/**
+ * How many descriptors setting up must find free: as many as a start takes
+ * for a shell's three pipes (with fewer, no shell could start), and more
+ * than the probe of pidns holds while it spawns `unshare`.
+ */
+const SETUP_DESCRIPTORS = 6
+
+/**
+ * Fails where this process has too few descriptors left to set up any
+ * backend. Each setup reads kernel files or spawns a probe, and one that
+ * cannot reads as unavailable: `auto` then settled for process scans, which
+ * an escaper leaves, and a named backend was said to be missing, with the
+ * advice to pick another.
+ */
+const descriptorsToSetUp = (backend: string) =>
+  Effect.try({
+    try: () => {
+      const held: Array<number> = []
+      try {
+        while (held.length < SETUP_DESCRIPTORS) held.push(fs.openSync("/dev/null", "r"))
+      } finally {
+        held.forEach((fd) => fs.closeSync(fd))
+      }
+    },
+    catch: (error) =>
+      new ContainmentUnavailable({
+        backend,
+        reason: `this process has no file descriptor left to set it up (${(error as NodeJS.ErrnoException).code ?? error})`,
+        fix: "Close some files or raise the limit (`ulimit -n`)."
+      })
+  })
 
 const make = (
   backend: Backend,
@@ -351,20 +385,23 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
   static readonly layer = (
     choice?: Backend | "auto"
   ): Layer.Layer<Containment, ContainmentUnavailable | ConfigError.ConfigError, ProcessTable | Limits> =>
-    Layer.unwrapEffect(Effect.map(
+    Layer.unwrapEffect(Effect.flatMap(
       choice === undefined ? backendConfig : Effect.succeed(choice),
-      (backend) =>
-        backend === "cgroup"
-          ? Containment.layerCgroup
-          : backend === "pidns"
-          ? Containment.layerPidns
-          : backend === "procScan"
-          ? Containment.layerProcScan
-          : Containment.layerCgroup.pipe(
-            Layer.catchAll(() => Containment.layerPidns),
-            Layer.catchAll(() => Containment.layerProcScan)
-          )
+      (backend) => Effect.as(descriptorsToSetUp(backend), Containment.layerOf(backend))
     ))
+
+  /** The layer of one choice, without the check of `layer` that the process can set it up. */
+  private static readonly layerOf = (backend: Backend | "auto") =>
+    backend === "cgroup"
+      ? Containment.layerCgroup
+      : backend === "pidns"
+      ? Containment.layerPidns
+      : backend === "procScan"
+      ? Containment.layerProcScan
+      : Containment.layerCgroup.pipe(
+        Layer.catchAll(() => Containment.layerPidns),
+        Layer.catchAll(() => Containment.layerProcScan)
+      )
 }
 
 export const backendConfig: Config.Config<Backend | "auto"> = Config.literal("auto", ...backends)("CORRAL_CONTAINMENT").pipe(
