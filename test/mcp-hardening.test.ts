@@ -4,12 +4,18 @@
  * invalid or cancelled. Each answer is short and says what to do. The server
  * serves the next request.
  */
+import { execFile, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { inPidNamespace } from "../packages/tools/test/helpers.js"
 import type { McpProcess } from "./fixtures/mcpHarness.js"
-import { isRecord, mcpServer } from "./fixtures/mcpHarness.js"
+import { corralBin, isRecord, mcpServer } from "./fixtures/mcpHarness.js"
 
 const byId = (id: unknown) => (message: Record<string, unknown>) => message.id === id && !("method" in message)
 
@@ -199,5 +205,72 @@ describe.skipIf(!inPidNamespace)("corral mcp hardening (needs the PID namespace 
       // nothing on stdout was long: no dump of an interrupted Cause
       for (const line of server.stdoutLines) expect(line.length).toBeLessThan(10_000)
       yield* stillServes(server)
+    }))
+})
+
+/**
+ * `corral mcp ARGS` started in a directory removed before it runs (an agent's
+ * scratch worktree, deleted under it), sent `lines`; its stdout lines, stderr
+ * and exit code once it has ended.
+ */
+const mcpInRemovedDirectory = (args: ReadonlyArray<string>, lines: ReadonlyArray<unknown>) =>
+  Effect.async<{ readonly stdout: Array<Record<string, unknown>>; readonly stderr: string; readonly code: number | null }>((resume) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-removed-cwd-"))
+    const child = spawn("sh", ["-c", `cd "$1" && rmdir "$1" && shift && exec "$@"`, "sh", dir, process.execPath, corralBin, "mcp", ...args], {
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (text: string) => (stdout += text))
+    child.stderr.setEncoding("utf8").on("data", (text: string) => (stderr += text))
+    child.stdin.on("error", () => {})
+    child.stdin.write(lines.map((line) => JSON.stringify(line) + "\n").join(""))
+    // the last call is answered before stdin closes: an MCP client waits for its answers
+    const timer = setTimeout(() => child.stdin.end(), 3000)
+    child.once("close", (code) => {
+      clearTimeout(timer)
+      resume(Effect.succeed({ stdout: stdout.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)), stderr, code }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+const execFileAsync = promisify(execFile)
+
+const initialize = [
+  { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } },
+  { jsonrpc: "2.0", method: "notifications/initialized" }
+]
+
+const registryInRemovedDirectory = fileURLToPath(new URL("./fixtures/registry-in-removed-cwd.mjs", import.meta.url))
+
+describe("a directory removed under corral", () => {
+  it.live("a registry there runs a shell without cwd in it, records where, and says why a pattern cannot be run: no crash", () =>
+    Effect.gen(function*() {
+      const { stdout } = yield* Effect.promise(() => execFileAsync(process.execPath, [registryInRemovedDirectory], { cwd: os.tmpdir(), timeout: 20_000 }))
+      const result = JSON.parse(stdout)
+      expect(result.cwd).toBe(`${result.removed} (deleted)`)
+      expect(result.status).toEqual({ _tag: "Exited", code: 0 })
+      expect(result.text).toMatch(/^ran\n/)
+      expect(result.filtered).toBe(
+        "regular expression \"ran\" was not run: Node cannot start the thread that runs patterns in a process whose working directory was removed " +
+          "(ENOENT: no such file or directory, uv_cwd): start this process from an existing directory"
+      )
+    }))
+
+
+  it.live("corral mcp there says in one line that its directory is gone and how to go on, and exits 125: no internal error", () =>
+    Effect.gen(function*() {
+      const result = yield* mcpInRemovedDirectory([], initialize)
+      expect(result.stderr).toMatch(/^corral: the current directory \(\/.*corral-removed-cwd-\w+ \(deleted\)\) no longer exists: start corral mcp from an existing directory, or pass --cwd DIR\n$/)
+      expect(result.code).toBe(125)
+    }))
+
+  it.live("corral mcp there with --cwd serves in that directory", () =>
+    Effect.gen(function*() {
+      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "bash", arguments: { command: "pwd" } } }
+      const result = yield* mcpInRemovedDirectory(["--cwd", os.tmpdir()], [...initialize, call])
+      const answer = result.stdout.find((m) => m.id === 2)
+      expect(JSON.stringify(answer), result.stderr).toContain(`${fs.realpathSync(os.tmpdir())}\\n`)
+      expect(result.code).toBe(0)
     }))
 })

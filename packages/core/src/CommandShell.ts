@@ -7,6 +7,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { currentDirectory } from "./internal/currentDirectory.js"
 
 export interface CommandShell {
   /** The shell's path, run as `shell -c COMMAND`. */
@@ -46,7 +47,7 @@ export const resolveDefault = (candidates: ReadonlyArray<string> = bashCandidate
 export const resolve = (given: string, env: Readonly<Record<string, string | undefined>> = process.env): CommandShell | string => {
   if (given.trim() === "") return "the shell is empty: pass a path such as /bin/bash, or leave it out for bash"
   if (given.includes("/")) {
-    const file = path.resolve(given)
+    const file = path.resolve(currentDirectory(), given)
     return isExecutableFile(file) ? { path: file } : `${given} is not an executable file: pass the path of a shell such as /bin/bash`
   }
   const found = (env.PATH ?? "").split(":").filter((dir) => dir !== "").map((dir) => path.join(dir, given)).find(isExecutableFile)

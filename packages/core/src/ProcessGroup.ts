@@ -93,6 +93,15 @@ import type { ExitStatus, TerminalSize } from "./Shell.js"
 import { defaultTerminalSize, MAX_TERMINAL_SIZE } from "./internal/terminalSize.js"
 import * as SpawnFailure from "./internal/spawnFailure.js"
 
+/**
+ * The directory a spawn without `cwd` runs in: this process's working
+ * directory, or, where it was removed, its former path as Linux shows it
+ * (`/tmp/x (deleted)`), which a spawn given it refuses as missing.
+ *
+ * @since 0.1.0
+ */
+export { currentDirectory } from "./internal/currentDirectory.js"
+
 export class EmptyCommand extends Data.TaggedError("EmptyCommand")<{}> {
   override get message() {
     return "the command is empty: pass the command line to run, for example `npm run dev`"

@@ -16,6 +16,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import { currentDirectory } from "./internal/currentDirectory.js"
 
 /** The state directory cannot be used: it names the directory, what is wrong, and the override. */
 export class StateDirError extends Data.TaggedError("StateDirError")<{
@@ -34,7 +35,7 @@ export const ownUid = (): number => process.getuid?.() ?? 0
 /** `CORRAL_STATE_DIR`, else `$XDG_STATE_HOME/corral`, else `~/.local/state/corral`. */
 export const resolve: Effect.Effect<string> = Effect.gen(function*() {
   const explicit = yield* Config.option(Config.string("CORRAL_STATE_DIR"))
-  if (Option.isSome(explicit)) return path.resolve(explicit.value)
+  if (Option.isSome(explicit)) return path.resolve(currentDirectory(), explicit.value)
   const xdg = yield* Config.option(Config.string("XDG_STATE_HOME"))
   return path.join(Option.getOrElse(xdg, () => path.join(os.homedir(), ".local", "state")), "corral")
 }).pipe(Effect.orDie)

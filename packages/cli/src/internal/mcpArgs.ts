@@ -4,6 +4,7 @@ import * as path from "node:path"
 import { parseArgs } from "node:util"
 import * as CommandShell from "@corral/core/CommandShell"
 import * as DurationInput from "@corral/core/DurationInput"
+import * as ProcessGroup from "@corral/core/ProcessGroup"
 import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as ContainmentArg from "./containmentArg.js"
@@ -28,9 +29,15 @@ export type Parsed =
 const usageError = (message: string) => Either.left(new UsageError({ message }))
 
 const cwdOf = (value: string | undefined): Either.Either<string, UsageError> => {
-  const cwd = path.resolve(value ?? ".")
+  const cwd = path.resolve(ProcessGroup.currentDirectory(), value ?? ".")
   const stat = fs.statSync(cwd, { throwIfNoEntry: false })
-  if (stat === undefined) return usageError(`--cwd ${cwd} does not exist: pass an existing directory`)
+  if (stat === undefined) {
+    return usageError(
+      value === undefined
+        ? `the current directory (${cwd}) no longer exists: start corral mcp from an existing directory, or pass --cwd DIR`
+        : `--cwd ${cwd} does not exist: pass an existing directory`
+    )
+  }
   if (!stat.isDirectory()) return usageError(`--cwd ${cwd} is not a directory: pass a directory`)
   return Either.right(cwd)
 }

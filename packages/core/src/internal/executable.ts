@@ -9,6 +9,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { currentDirectory } from "./currentDirectory.js"
 
 /** Why the command cannot be run, as execvp would say it: ENOENT or EACCES. */
 export type Missing = "ENOENT" | "EACCES"
@@ -44,7 +45,8 @@ export const locate = (file: string, envPath: string | undefined, cwd: string | 
   const known = found.get(key)
   if (known !== undefined && executable(known)) return known
   found.delete(key)
-  const candidates = bare ? dirs.split(":").map((dir) => path.resolve(cwd ?? ".", dir || ".", file)) : [path.resolve(cwd ?? ".", file)]
+  const from = cwd ?? currentDirectory()
+  const candidates = bare ? dirs.split(":").map((dir) => path.resolve(from, dir || ".", file)) : [path.resolve(from, file)]
   let code: Missing = "ENOENT"
   for (const candidate of candidates) {
     const verdict = runnable(candidate)

@@ -35,6 +35,17 @@ export class PatternTimedOut extends Data.TaggedError("PatternTimedOut")<{ reado
 /** The worker failed (out of memory, a stack overflow in the pattern). */
 export class PatternFailed extends Data.TaggedError("PatternFailed")<{ readonly reason: string }> {}
 
+/** No worker could start: no fault of the pattern's. */
+export class PatternWorkerUnavailable extends Data.TaggedError("PatternWorkerUnavailable")<{ readonly reason: string }> {}
+
+/** Why a worker could not start, and what to do where that is known. */
+const cannotStart = (error: Error) =>
+  new PatternWorkerUnavailable({
+    reason: /uv_cwd/.test(error.message)
+      ? `Node cannot start the thread that runs patterns in a process whose working directory was removed (${error.message}): start this process from an existing directory`
+      : `the thread that runs patterns could not start (${error.message})`
+  })
+
 const mainUrl = new URL("./patternWorkerMain.js", import.meta.url)
 
 const permits = Effect.unsafeMakeSemaphore(MAX_WORKERS)
@@ -55,9 +66,9 @@ const newWorker = () => {
   return worker
 }
 
-const start = Effect.async<Worker, PatternFailed>((resume) => {
+const start = Effect.async<Worker, PatternWorkerUnavailable>((resume) => {
   const worker = newWorker()
-  const onError = (error: Error) => resume(Effect.fail(new PatternFailed({ reason: error.message })))
+  const onError = (error: Error) => resume(Effect.fail(cannotStart(error)))
   worker.once("error", onError)
   worker.once("online", () => {
     worker.off("error", onError)
@@ -131,10 +142,13 @@ const ask = (worker: Worker, request: Request) =>
 const run = (request: Request) =>
   permits.withPermits(1)(Effect.acquireUseRelease(take, (worker) => ask(worker, request), giveBack))
 
+/** Why a match gave no answer. */
+export type MatchError = PatternTimedOut | PatternFailed | PatternWorkerUnavailable
+
 /** The lines of `text` that match `pattern`, each with its newline. */
-export const keepMatching = (pattern: string, text: string): Effect.Effect<string, PatternTimedOut | PatternFailed> =>
+export const keepMatching = (pattern: string, text: string): Effect.Effect<string, MatchError> =>
   text === "" ? Effect.succeed("") : Effect.map(run({ op: "keep", pattern, text }), String)
 
 /** Whether any line of `text` matches `pattern`; an empty text has no lines. */
-export const anyLineMatches = (pattern: string, text: string): Effect.Effect<boolean, PatternTimedOut | PatternFailed> =>
+export const anyLineMatches = (pattern: string, text: string): Effect.Effect<boolean, MatchError> =>
   text === "" ? Effect.succeed(false) : Effect.map(run({ op: "any", pattern, text }), Boolean)

@@ -26,6 +26,7 @@ import type { RegistryJournal } from "./registryJournal.js"
 import type { Shell, Shells } from "./registryShells.js"
 import { isActive } from "../Shell.js"
 import { unsafeInfoOf } from "./registryShells.js"
+import { currentDirectory } from "./currentDirectory.js"
 
 export interface Options {
   readonly limits: LimitsShape
@@ -210,7 +211,7 @@ const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, 
         tag,
         pid: group.pid,
         command: typeof spec.command === "string" ? spec.command : spec.command.join(" "),
-        cwd: spec.cwd ?? process.cwd(),
+        cwd: spec.cwd ?? currentDirectory(),
         name: startOptions.name,
         owner: startOptions.owner,
         containment: group.containment,

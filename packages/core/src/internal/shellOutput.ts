@@ -24,8 +24,11 @@ export const MAX_PATTERN_CHARS = 1_000
 export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{
   readonly pattern: string
   readonly reason: string
-  /** What is wrong: its syntax (the default), its length, or what matching it costs (too slow, too deep). */
-  readonly problem?: "syntax" | "length" | "cost" | undefined
+  /**
+   * What is wrong: its syntax (the default), its length, what matching it
+   * costs (too slow, too deep), or nothing of its own: no thread could run it.
+   */
+  readonly problem?: "syntax" | "length" | "cost" | "unrunnable" | undefined
   /** The option that gave it. */
   readonly option?: "filter" | "waitFor" | undefined
 }> {
@@ -36,6 +39,8 @@ export class InvalidPattern extends Data.TaggedError("InvalidPattern")<{
         return `regular expression ${shown} is ${this.pattern.length} characters long, over the limit of ${MAX_PATTERN_CHARS}: use a shorter one`
       case "cost":
         return `regular expression ${shown} ${this.reason}: simplify it, avoiding nested repetition such as (a+)+ or (.*)*`
+      case "unrunnable":
+        return `regular expression ${shown} was not run: ${this.reason}`
       default:
         return `invalid regular expression ${shown}: ${this.reason}. Escape special characters such as ( [ { * + ? with a backslash.`
     }
@@ -96,21 +101,23 @@ export const checkPattern = (pattern: string, option?: PatternOption) =>
     }
   })
 
-const tooCostly = (pattern: string, option: PatternOption) => (error: PatternWorker.PatternTimedOut | PatternWorker.PatternFailed) =>
-  new InvalidPattern({
-    pattern,
-    option,
-    problem: "cost",
-    reason: error._tag === "PatternTimedOut"
-      ? `took more than ${Duration.format(Duration.millis(error.ms))} to match and was stopped`
-      : `could not be matched (${error.reason})`
-  })
+/** Why a pattern gave no answer, told as what is wrong with it, or as what kept it from being run. */
+const unmatched = (pattern: string, option: PatternOption) => (error: PatternWorker.MatchError) => {
+  switch (error._tag) {
+    case "PatternWorkerUnavailable":
+      return new InvalidPattern({ pattern, option, problem: "unrunnable", reason: error.reason })
+    case "PatternTimedOut":
+      return new InvalidPattern({ pattern, option, problem: "cost", reason: `took more than ${Duration.format(Duration.millis(error.ms))} to match and was stopped` })
+    case "PatternFailed":
+      return new InvalidPattern({ pattern, option, problem: "cost", reason: `could not be matched (${error.reason})` })
+  }
+}
 
 const keepMatching = (text: string, filter: string) =>
-  Effect.mapError(PatternWorker.keepMatching(filter, text), tooCostly(filter, "filter"))
+  Effect.mapError(PatternWorker.keepMatching(filter, text), unmatched(filter, "filter"))
 
 const anyLineMatches = (text: string, pattern: string) =>
-  Effect.mapError(PatternWorker.anyLineMatches(pattern, text), tooCostly(pattern, "waitFor"))
+  Effect.mapError(PatternWorker.anyLineMatches(pattern, text), unmatched(pattern, "waitFor"))
 
 const validate = (options: OutputOptions) =>
   Effect.gen(function*() {

@@ -1,5 +1,6 @@
 /** What the handlers of one owner share. */
 import * as path from "node:path"
+import * as ProcessGroup from "@corral/core/ProcessGroup"
 
 export interface Settings {
   readonly owner: string
@@ -18,7 +19,7 @@ export const make = (options: { readonly owner?: string | undefined; readonly cw
   let shellNoted = false
   return {
     owner,
-    cwd: path.resolve(options.cwd ?? process.cwd()),
+    cwd: path.resolve(ProcessGroup.currentDirectory(), options.cwd ?? "."),
     reader: `tools:${owner}`,
     nextForeground: () => ++foreground,
     firstShellNote: () => !shellNoted && (shellNoted = true)
