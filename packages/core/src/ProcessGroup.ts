@@ -97,8 +97,6 @@ import * as SpawnFailure from "./internal/spawnFailure.js"
  * The directory a spawn without `cwd` runs in: this process's working
  * directory, or, where it was removed, its former path as Linux shows it
  * (`/tmp/x (deleted)`), which a spawn given it refuses as missing.
- *
- * @since 0.1.0
  */
 export { currentDirectory } from "./internal/currentDirectory.js"
 

@@ -123,6 +123,8 @@ const ended = (child: ChildProcess) =>
 /** Waits until the watcher has loaded its stop code, or has ended. */
 const ready = (child: ChildProcess) =>
   Effect.async<void>((resume) => {
+    // one that could not start, or ended already, has told all it will
+    if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
     const done = () => resume(Effect.void)
     child.stdout?.once("data", done)
     child.once("exit", done)
