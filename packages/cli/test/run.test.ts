@@ -7,6 +7,7 @@
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import { constants } from "node:os"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "@effect/vitest"
@@ -184,6 +185,43 @@ describe("corral run: exit status", () => {
       const result = yield* runToEnd([notExecutable])
       expect(result.code).toBe(126)
       expect(result.stderr).toBe(`corral: cannot run ${notExecutable}: permission denied: check that it is executable\n`)
+    }))
+
+  it.scopedLive("is 126 with a message naming what is wrong with a path that cannot be run: a directory, a link loop, a name too long, a file as a directory", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(`${os.tmpdir()}/corral-paths-`)),
+        (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+      )
+      fs.symlinkSync(`${dir}/loop-b`, `${dir}/loop-a`)
+      fs.symlinkSync(`${dir}/loop-a`, `${dir}/loop-b`)
+      fs.writeFileSync(`${dir}/file`, "")
+      const long = `${dir}/${"a".repeat(300)}`
+      for (
+        const [path, reason] of [
+          [dir, "it is a directory: pass a program or a script"],
+          [`${dir}/loop-a`, "too many levels of symbolic links (ELOOP): fix the link"],
+          [long, "the name is too long (ENAMETOOLONG): pass a shorter path"],
+          [`${dir}/file/x`, "a part of the path is not a directory (ENOTDIR): check the path"]
+        ]
+      ) {
+        const result = yield* runToEnd([path!])
+        expect([result.code, result.stderr]).toEqual([126, `corral: cannot run ${path}: ${reason}\n`])
+      }
+    }))
+
+  it.scopedLive("a CMD that its shell cannot exec is named by its path in what the shell says, not by corral's cell", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(`${os.tmpdir()}/corral-noexec-`)),
+        (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+      )
+      // an ELF header and nothing else: the kernel refuses it (ENOEXEC), and no shell can read it
+      fs.writeFileSync(`${dir}/not-a-program`, Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0]), { mode: 0o755 })
+      const result = yield* runToEnd([`${dir}/not-a-program`])
+      expect([126, 127]).toContain(result.code)
+      expect(result.stderr).toContain(`${dir}/not-a-program`)
+      expect(result.stderr).not.toMatch(/cgroup|corral-\d+-\d+/)
     }))
 
   it.scopedLive("is 127 with a message when CMD is not found", () =>

@@ -152,7 +152,7 @@ const procScanCell: Cell = { backend: "procScan", cgroup: undefined, reportsExit
  * pid, session and group stay the command's, and nothing it forks is ever
  * outside. If the join fails the command never starts.
  */
-const joinThenExec = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+const joinThenExec = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
 
 const cgroupCell = (parent: string, table: ProcessTable["Type"]) => {
   let counter = 0
@@ -169,7 +169,8 @@ const cgroupCell = (parent: string, table: ProcessTable["Type"]) => {
       backend: "cgroup",
       cgroup: dir,
       reportsExit: false,
-      wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, dir, file, ...args]],
+      // named corral: sh names itself in what it says (`corral: 1: exec: ./x: Exec format error`), not by the cell's path
+      wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, "corral", dir, file, ...args]],
       release: () => CellRelease.unsafeRelease(dir, table)
     }
   }

@@ -454,8 +454,11 @@ const pipeLeader = (spec: SpawnSpec, shellId: string, cell: Cell, sinks: Sinks) 
     if (child.pid !== undefined) return Effect.succeed(connectChild(child, spec, sinks))
     // emitted in the next tick: listened to before that, in this one
     return Effect.async<never, SpawnError>((resume) => {
-      child.once("error", (cause: NodeJS.ErrnoException) =>
-        resume(Effect.fail(new SpawnError({ file: command, code: cause.code ?? "UNKNOWN", cause }))))
+      child.once("error", (cause: NodeJS.ErrnoException) => {
+        // execve says EACCES for a directory too: a lookup of the path says which it was
+        const code = cause.code === "EACCES" ? Executable.missing(command, env.PATH, spec.cwd) ?? cause.code : cause.code
+        resume(Effect.fail(new SpawnError({ file: command, code: code ?? "UNKNOWN", cause })))
+      })
     })
   })
 

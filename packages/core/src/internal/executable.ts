@@ -11,22 +11,30 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { currentDirectory } from "./currentDirectory.js"
 
-/** Why the command cannot be run, as execvp would say it: ENOENT or EACCES. */
-export type Missing = "ENOENT" | "EACCES"
+/**
+ * Why the command cannot be run, as execvp would say it: ENOENT or EACCES;
+ * for a path (one with a slash), what its lookup failed with (ELOOP,
+ * ENAMETOOLONG, ENOTDIR), or EISDIR for a directory, where execve says
+ * EACCES: each then names what is wrong.
+ */
+export type Missing = "ENOENT" | "EACCES" | "EISDIR" | "ELOOP" | "ENAMETOOLONG" | "ENOTDIR"
 
 /** The file a command was last found at, by cwd, PATH (for a bare name) and name. Bounded: a start's commands are few. */
 const found = new Map<string, string>()
 const MAX_REMEMBERED = 64
 
-const runnable = (file: string): boolean | "absent" => {
+/** True where `file` would run, "absent" where there is none, else why it would not. */
+const runnable = (file: string): true | "absent" | Exclude<Missing, "ENOENT"> => {
   try {
     const stat = fs.statSync(file, { throwIfNoEntry: false })
     if (stat === undefined) return "absent"
-    if (!stat.isFile()) return false
+    if (stat.isDirectory()) return "EISDIR"
+    if (!stat.isFile()) return "EACCES"
     fs.accessSync(file, fs.constants.X_OK)
     return true
-  } catch {
-    return false
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    return code === "ELOOP" || code === "ENAMETOOLONG" || code === "ENOTDIR" ? code : "EACCES"
   }
 }
 
@@ -57,7 +65,7 @@ export const locate = (file: string, envPath: string | undefined, cwd: string | 
       return candidate
     }
     // as execvp: a PATH entry we may not search, or a match we may not run, is EACCES unless a later one works
-    code = "EACCES"
+    code = bare ? "EACCES" : verdict
   }
   return { missing: code }
 }

@@ -11,6 +11,14 @@ export const describe = (code: string, pipes = "the command's pipes"): string =>
       return "not found: check the name and PATH"
     case "EACCES":
       return "permission denied: check that it is executable"
+    case "EISDIR":
+      return "it is a directory: pass a program or a script"
+    case "ELOOP":
+      return "too many levels of symbolic links (ELOOP): fix the link"
+    case "ENAMETOOLONG":
+      return "the name is too long (ENAMETOOLONG): pass a shorter path"
+    case "ENOTDIR":
+      return "a part of the path is not a directory (ENOTDIR): check the path"
     case "EAGAIN":
       return "no process can be started now (EAGAIN: the user's process limit, `ulimit -u`, or the system's pid limit is reached): stop some processes or raise the limit"
     case "EMFILE":
