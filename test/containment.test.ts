@@ -1058,6 +1058,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* waitUntil("the late watcher's stop", () => marked(token).length === 0, GRACE + 1_000 + 1_500)
           yield* waitUntil("the late watcher's exit", () => !alive(result.watchers[0]!))
           yield* staysEmpty(token)
+          // the registry's parent cgroup and its cells: no later corral of this namespace would remove them
+          if (backend === "cgroup") yield* waitUntil("the late watcher's removal of the registry's cgroups", () => cgroupsOf(result.pid).length === 0)
         }))
 
       it.scopedLive("corral run: SIGKILL of corral itself leaves nothing of CMD after grace + 1 s", () =>
@@ -1619,7 +1621,7 @@ const watcherOutOfDescriptors = fileURLToPath(new URL("./fixtures/watcher-out-of
 
 /** Runs the fixture of a registry out of descriptors (see it); it prints one line, then SIGKILLs itself. */
 const runWatcherOutOfDescriptors = (backend: Backend, token: string, stateDir: string) =>
-  Effect.async<{ held: number; warnedFirst: Array<string>; warnings: Array<string>; shell: number; watchers: Array<number> }, Error>((resume) => {
+  Effect.async<{ pid: number; held: number; warnedFirst: Array<string>; warnings: Array<string>; shell: number; watchers: Array<number> }, Error>((resume) => {
     const env = { ...process.env, CORRAL_CONTAINMENT: backend }
     const child = execFile("sh", ["-c", `ulimit -n 256 && exec "$0" "$@"`, process.execPath, watcherOutOfDescriptors, token, stateDir], { timeout: 20_000, env }, (_, stdout, stderr) => {
       if (child.signalCode !== "SIGKILL" || child.killed) return resume(Effect.fail(new Error(`the fixture did not kill itself (${child.signalCode ?? child.exitCode}): ${stdout}\n${stderr}`)))
