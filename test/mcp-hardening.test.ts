@@ -274,3 +274,52 @@ describe("a directory removed under corral", () => {
       expect(result.code).toBe(0)
     }))
 })
+
+/** The TCP ports `pid` listens on, from its socket descriptors and the kernel's tables. */
+const listeningPorts = (pid: number): Array<number> => {
+  const inodes = new Set(fs.readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+    try {
+      return [/^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? []].flat()
+    } catch {
+      return []
+    }
+  }))
+  return ["tcp", "tcp6"].flatMap((table) =>
+    fs.readFileSync(`/proc/${pid}/net/${table}`, "latin1").split("\n").slice(1).flatMap((line) => {
+      const fields = line.trim().split(/\s+/)
+      // local address, state 0A (LISTEN), inode
+      return fields.length > 9 && fields[3] === "0A" && inodes.has(fields[9]!) ? [parseInt(fields[1]!.split(":")[1]!, 16)] : []
+    })
+  )
+}
+
+/** The watcher processes of `pid`: its children that run the watcher's main module. */
+const watchersOf = (pid: number): Array<number> =>
+  fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number).filter((child) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${child}/stat`, "latin1")
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid && fs.readFileSync(`/proc/${child}/cmdline`, "latin1").includes("watcherMain")
+    } catch {
+      return false
+    }
+  })
+
+describe.skipIf(!inPidNamespace)("SIGUSR1 (needs the PID namespace of npm test)", () => {
+  it.scopedLive("opens no Node inspector in corral mcp or its watcher, which any local user could run code through; both serve on", () =>
+    Effect.gen(function*() {
+      const server = yield* mcpServer()
+      const started = yield* server.call("bash", { command: "sleep 30", run_in_background: true })
+      expect(started.isError).toBe(false)
+      const watchers = watchersOf(server.pid)
+      expect(watchers).toHaveLength(1)
+      for (const pid of [server.pid, watchers[0]!]) process.kill(pid, "SIGUSR1")
+      process.kill(watchers[0]!, "SIGUSR2")
+      yield* Effect.sleep("500 millis")
+      expect(listeningPorts(server.pid)).toEqual([])
+      expect(listeningPorts(watchers[0]!)).toEqual([])
+      expect(server.stderr()).not.toContain("Debugger listening")
+      // the watcher lives on: a stray user signal does not cost the shells their crash safety
+      expect(watchersOf(server.pid)).toEqual(watchers)
+      yield* stillServes(server)
+    }))
+})

@@ -90,6 +90,10 @@ const dispatch = async (name: string, args: ReadonlyArray<string>) => {
   ;(await command.load()).main(args, early)
 }
 
+// Without a listener, SIGUSR1 makes Node open its inspector on 127.0.0.1:9229, where any local user may run code in
+// this process: this one keeps it shut. `corral run` passes USR1 on to CMD's group once CMD runs (Signals.queue)
+process.on("SIGUSR1", () => {})
+
 const [name, ...args] = process.argv.slice(2)
 try {
   if (name === undefined || name === "--help" || name === "-h" || (name === "help" && args.length === 0)) {

@@ -48,8 +48,10 @@ const schedulePreload = () => {
   }
 }
 
-// a terminal's signals or a closing session must not take the watcher early
-for (const signal of ["SIGINT", "SIGHUP", "SIGTERM", "SIGPIPE"] as const) process.on(signal, () => {})
+// a terminal's signals or a closing session must not take the watcher early, nor a stray user signal (`pkill -USR2
+// node`). Without a listener, SIGUSR1 makes Node open its inspector on 127.0.0.1:9229, where any local user may
+// run code in this process
+for (const signal of ["SIGINT", "SIGHUP", "SIGTERM", "SIGPIPE", "SIGUSR1", "SIGUSR2"] as const) process.on(signal, () => {})
 
 /** Applies one line; a line that is not an add or a remove is skipped, and the others are still watched. */
 const apply = (line: string) => {
