@@ -37,7 +37,7 @@ import * as GroupStop from "./GroupStop.js"
 import * as CellRelease from "./internal/cellRelease.js"
 import * as Cgroup from "./internal/cgroup.js"
 import * as Executable from "./internal/executable.js"
-import { outOfDescriptors } from "./internal/descriptors.js"
+import * as Descriptors from "./internal/descriptors.js"
 import * as MembershipImpl from "./internal/membership.js"
 import { Limits } from "./Limits.js"
 import { isGone, ProcessTable } from "./ProcessTable.js"
@@ -101,22 +101,12 @@ const SETUP_DESCRIPTORS = 6
  */
 const descriptorsToSetUp = (backend: string): Effect.Effect<void, ContainmentUnavailable> =>
   Effect.suspend(() => {
-    const held: Array<number> = []
-    try {
-      while (held.length < SETUP_DESCRIPTORS) held.push(fs.openSync("/dev/null", "r"))
-      return Effect.void
-    } catch (error) {
-      // any other failure to open /dev/null is left to the setups, which say what they could not do
-      return outOfDescriptors(error)
-        ? new ContainmentUnavailable({
-          backend,
-          reason: `this process has no file descriptor left to set it up (${(error as NodeJS.ErrnoException).code})`,
-          fix: "Close some files or raise the limit (`ulimit -n`)."
-        })
-        : Effect.void
-    } finally {
-      held.forEach((fd) => fs.closeSync(fd))
-    }
+    const refused = Descriptors.shortOf(SETUP_DESCRIPTORS)
+    return refused === undefined ? Effect.void : new ContainmentUnavailable({
+      backend,
+      reason: `this process has no file descriptor left to set it up (${refused})`,
+      fix: "Close some files or raise the limit (`ulimit -n`)."
+    })
   })
 
 const make = (

@@ -17,7 +17,8 @@ export const currentDirectory = (): string => {
     try {
       return fs.readlinkSync("/proc/self/cwd")
     } catch {
-      return "(a removed directory)"
+      // absolute, so that resolving against it never asks for the working directory again
+      return "/(a removed working directory)"
     }
   }
 }

@@ -25,6 +25,24 @@ export const reserve = (): void => {
   }
 }
 
+/**
+ * Whether `count` descriptors can be opened now besides the reserve, opened
+ * on /dev/null and closed at once: undefined if so, else the code the kernel
+ * refused one with (EMFILE, ENFILE). An open that fails for another reason
+ * is not counted against it.
+ */
+export const shortOf = (count: number): string | undefined => {
+  const held: Array<number> = []
+  try {
+    while (held.length < count) held.push(fs.openSync("/dev/null", "r"))
+    return undefined
+  } catch (error) {
+    return outOfDescriptors(error) ? (error as NodeJS.ErrnoException).code : undefined
+  } finally {
+    held.forEach((fd) => fs.closeSync(fd))
+  }
+}
+
 /** Whether an open failed for want of a descriptor, the process's or the system's. */
 export const outOfDescriptors = (error: unknown): boolean => {
   const code = (error as NodeJS.ErrnoException | null)?.code
