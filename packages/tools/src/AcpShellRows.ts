@@ -31,6 +31,7 @@ import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Format from "./internal/format.js"
+import { screenText } from "./internal/screen.js"
 
 export type ToolCallStatus = "pending" | "in_progress" | "completed" | "failed"
 
@@ -139,9 +140,10 @@ const subscribe = (options: StreamOptions) =>
 
     const flush = (id: string) =>
       Effect.gen(function*() {
-        const fresh = yield* Effect.orElseSucceed(Effect.map(registry.output(id, { reader }), (r) => r.text), () => "")
-        if (fresh === "" || !rows.has(id)) return
-        const text = keepLast(rows.get(id)! + fresh, maxChars)
+        const fresh = yield* Effect.option(registry.output(id, { reader }))
+        if (Option.isNone(fresh) || fresh.value.text === "" || !rows.has(id)) return
+        // the row as a screen shows it: a progress bar's redraws replace each other, across reads too
+        const text = keepLast(screenText(rows.get(id)! + fresh.value.text, fresh.value.info.tty), maxChars)
         rows.set(id, text)
         yield* updates.offer(outputUpdate(id, text))
       })

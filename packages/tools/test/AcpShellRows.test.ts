@@ -81,6 +81,17 @@ describe.skipIf(!inPidNamespace)("AcpShellRows.stream over real shells (kills or
       })
     }))
 
+  it.live("a progress bar drawn across many updates shows as its last redraw in every update of the row", () =>
+    Effect.gen(function*() {
+      // each step a read of its own: the redraws replace those of earlier reads too
+      const command = "for i in 1 2 3 4 5 6 7 8; do printf '\\rstep %d/8' $i; sleep 0.03; done; echo; echo done"
+      const updates = yield* rowOf(command, () => Effect.void)
+      const live = updates.slice(1, -1).map(textOf)
+      expect(live.length).toBeGreaterThanOrEqual(2)
+      for (const text of live) expect(text).toMatch(/^step [1-8]\/8(\ndone\n)?$/)
+      expect(textOf(updates[updates.length - 1])).toBe("step 8/8\ndone\n[exited with code 0]")
+    }))
+
   it.live("a non-zero exit fails the row", () =>
     Effect.gen(function*() {
       const updates = yield* rowOf("sleep 0.2; echo broken >&2; exit 3", () => Effect.void)

@@ -20,6 +20,7 @@ import { DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
 import { toToolError } from "./errors.js"
 import * as Format from "./format.js"
+import { screenText } from "./screen.js"
 import * as Foreground from "./foreground.js"
 import { CUT_HINT } from "./foreground.js"
 import type { Settings } from "./settings.js"
@@ -148,7 +149,7 @@ const foreground = ({ command, cwd, terminal, timeout: timeoutMs }: Input, setti
     const done = yield* Foreground.run(withShell({ command, cwd, ...terminal.spec }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
       Effect.mapError(toToolError)
     )
-    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(Format.screenText(done.output.text, terminal.tty))
+    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(screenText(done.output.text, terminal.tty))
     const exit = Option.getOrUndefined(done.exit)
     return {
       text: body + [...foregroundNotes(done, timeoutMs, DurationInput.format(grace)), ...shellNote(registry.shell, settings)].join("\n"),
@@ -181,7 +182,7 @@ const background = ({ command, cwd, description, terminal, timeoutIgnored }: Inp
     const first = yield* registry.output(started.id, { mode: "all" }).pipe(Effect.mapError(toToolError))
     const now = yield* Clock.currentTimeMillis
     const id = started.id
-    const output = cap(Format.screenText(first.text, terminal.tty), `read it in parts with bash_output tail_lines or filter`)
+    const output = cap(screenText(first.text, terminal.tty), `read it in parts with bash_output tail_lines or filter`)
     const lines = [
       `Started background shell ${id} (pid ${started.pid}): ${command}`,
       ...(timeoutIgnored ? ["(timeout does not apply to a background shell and was ignored)"] : []),
@@ -222,7 +223,7 @@ const yielding = ({ command, cwd, description, terminal, timeoutIgnored }: Input
     const end = yield* Effect.timeoutOption(ended(events, id), Duration.millis(waitMs))
     const read = yield* registry.output(id, { mode: Option.isSome(end) ? "new" : "all", reader: settings.reader }).pipe(Effect.mapError(toToolError))
     const now = yield* Clock.currentTimeMillis
-    const output = cap(Format.screenText(read.text, terminal.tty), Option.isSome(end) ? CUT_HINT : "read it in parts with bash_output tail_lines or filter")
+    const output = cap(screenText(read.text, terminal.tty), Option.isSome(end) ? CUT_HINT : "read it in parts with bash_output tail_lines or filter")
     const body = read.text === "" ? "(no output)" : ensureNewline(output.text).trimEnd()
     const dropped = read.dropped > 0 ? [Format.droppedNote(read.dropped, limits.bufferBytes, "Redirect the output to a file to keep all of it.")] : []
     const ignored = timeoutIgnored ? ["(timeout does not apply with yield_ms and was ignored)"] : []

@@ -12,6 +12,7 @@ import { DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
 import { patternTooLong, shown, toToolError } from "./errors.js"
 import * as Format from "./format.js"
+import { screenText } from "./screen.js"
 import type { Settings } from "./settings.js"
 
 type Params = BashOutputParams
@@ -101,7 +102,7 @@ export const handle = Effect.fn("ShellTools.bash_output")(function*(params: Para
   }).pipe(Effect.mapError(toToolError)))
   const waitedMs = Math.round(Duration.toMillis(waited))
   const now = yield* Clock.currentTimeMillis
-  const output = cap(Format.screenText(result.text, result.info.tty), "narrow it with filter or tail_lines")
+  const output = cap(screenText(result.text, result.info.tty), "narrow it with filter or tail_lines")
   const body = result.text === "" ? emptyText(params) : output.text.replace(/\n$/, "")
   const notes = [
     ...(params.wait_for === undefined ? [] : [waitedText(result, params.wait_for, waitedMs)]),

@@ -125,13 +125,3 @@ export const droppedNote = (dropped: number, bufferBytes: number, advice: string
   `[note: ${dropped} bytes of output were dropped before you read them: only the last ${
     Math.round(bufferBytes / 1024)
   } KiB are kept. ${advice}]`
-
-/** Escape sequences a terminal acts on instead of showing: colours, cursor moves, titles, modes. */
-const escapes = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)|\u001b[@-Z\\-_]/g
-
-/**
- * A terminal's output as text a model reads: line ends as `\n`, escape
- * sequences removed. Output of a shell without a terminal is left as is.
- */
-export const screenText = (text: string, tty: boolean | undefined): string =>
-  tty === true ? text.replace(escapes, "").replace(/\r+\n/g, "\n") : text

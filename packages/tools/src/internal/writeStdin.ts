@@ -16,6 +16,7 @@ import { DEFAULT_INPUT_WAIT_MS, MAX_INPUT_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
 import { toToolError } from "./errors.js"
 import * as Format from "./format.js"
+import { screenText } from "./screen.js"
 import type { Settings } from "./settings.js"
 
 const validate = (params: WriteStdinParams) =>
@@ -57,7 +58,7 @@ export const handle = Effect.fn("ShellTools.write_stdin")(function*(params: Writ
   yield* Effect.sleep(Duration.millis(waitMs))
   const read = yield* registry.output(id, { mode: "new", reader: settings.reader }).pipe(Effect.mapError(toToolError))
   const now = yield* Clock.currentTimeMillis
-  const output = cap(Format.screenText(read.text, read.info.tty), "read it in parts with bash_output tail_lines or filter")
+  const output = cap(screenText(read.text, read.info.tty), "read it in parts with bash_output tail_lines or filter")
   return {
     text: [
       `[${did}]`,
