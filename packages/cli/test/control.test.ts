@@ -68,6 +68,41 @@ const rawRequest = (socket: string, method: string, route: string, json?: unknow
     request.end(json === undefined ? undefined : JSON.stringify(json))
   })
 
+/**
+ * A stdin request whose body is `{"text": "aaa…"}` with `chars` characters, written in 64 KiB pieces as a
+ * client streams it, with its length declared or chunked; what the endpoint answered, or how it cut the request off.
+ */
+const largeStdin = (socket: string, id: string, chars: number, declare: boolean) =>
+  Effect.async<{ readonly status?: number; readonly body?: string; readonly cut?: string }>((resume) => {
+    const [head, tail] = [Buffer.from('{"text":"'), Buffer.from('"}')]
+    const headers: Record<string, string> = { "content-type": "application/json" }
+    if (declare) headers["content-length"] = String(head.length + chars + tail.length)
+    const request = http.request({ socketPath: socket, method: "POST", path: `/v1/shells/${id}/stdin`, headers }, (response) => {
+      let body = ""
+      response.setEncoding("utf8")
+      response.on("data", (text: string) => (body += text))
+      response.on("end", () => resume(Effect.succeed({ status: response.statusCode ?? 0, body })))
+    })
+    let ended = false
+    request.on("error", (error: NodeJS.ErrnoException) => {
+      ended = true
+      resume(Effect.succeed({ cut: error.code ?? error.message }))
+    })
+    const piece = Buffer.alloc(64 * 1024, "a")
+    let left = chars
+    const writeRest = () => {
+      while (!ended && left > 0) {
+        const next = piece.subarray(0, Math.min(piece.length, left))
+        left -= next.length
+        if (!request.write(next)) return void request.once("drain", () => left > 0 ? writeRest() : request.end(tail))
+      }
+      if (!ended) request.end(tail)
+    }
+    request.write(head)
+    writeRest()
+    return Effect.sync(() => request.destroy())
+  })
+
 const start = (command: string, owner = "agent") =>
   Effect.flatMap(ShellRegistry, (registry) => registry.start({ command }, { owner }))
 
@@ -230,6 +265,33 @@ describe("ControlServer", () => {
         const missing = yield* Effect.flip(control.stop(globalId("s99")))
         expect(missing).toMatchObject({ _tag: "NoSuchShell", known: [globalId(shell.id)] })
         expect(missing.message).toContain(globalId(shell.id))
+      })
+    ))
+
+  // a body of 1 GiB, read whole, overflowed a string in the supervisor, and `corral mcp` died of it
+  it.live("bounds a request's body at 1 MiB: a longer declared length is refused unread, an undeclared one is cut off, and the endpoint serves on", () =>
+    withSupervisor((stateDir) =>
+      Effect.gen(function*() {
+        const registry = yield* ShellRegistry
+        const shell = yield* registry.start({ command: "exec wc -c", stdin: "pipe" }, { owner: "agent" })
+        const socket = socketPath(stateDir, own)
+        const declared = yield* largeStdin(socket, shell.id, 64 * 1024 * 1024, true)
+        expect(declared.status).toBe(413)
+        expect(JSON.parse(declared.body!)).toEqual({
+          error: "RequestTooLarge",
+          message: `a request body of ${64 * 1024 * 1024 + 11} bytes is over the limit of 1048576: send input in smaller parts`
+        })
+        const chunked = yield* largeStdin(socket, shell.id, 64 * 1024 * 1024, false)
+        expect(chunked.status, "no answer: the connection is cut").toBeUndefined()
+        expect(chunked.cut).toMatch(/^(ECONNRESET|EPIPE)$/)
+        // what a client sends stays well within the bound
+        const within = yield* largeStdin(socket, shell.id, 512 * 1024, false)
+        expect(within.status).toBe(200)
+        expect(JSON.parse(within.body!)).toMatchObject({ delivered: { _tag: "Written", chars: 512 * 1024 } })
+        expect((yield* rawRequest(socket, "POST", `/v1/shells/${shell.id}/stdin`, { eof: true })).status).toBe(200)
+        // the shell got the write within the bound, and nothing of the two refused
+        const counted = yield* registry.output(shell.id, { mode: "all", waitFor: "\\d+", waitMs: 5_000 })
+        expect(counted.text.trim()).toBe(String(512 * 1024))
       })
     ))
 

@@ -40,6 +40,16 @@ export const socketPath = (stateDir: string, name: string) => path.join(Journal.
 export const maxSocketPathBytes = 107
 
 /**
+ * The largest request body a supervisor reads: far over what a client sends
+ * (`corral attach` sends each chunk of its input as it comes, at most 64 KiB,
+ * under 384 KiB as JSON), and far under what would end it: a body of 1 GiB
+ * read whole overflowed a string, and `corral mcp` died of it.
+ *
+ * @since 0.1.0
+ */
+export const maxRequestBytes = 1024 * 1024
+
+/**
  * A registry's own id: `s` and a counter.
  *
  * @since 0.1.0

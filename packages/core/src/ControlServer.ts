@@ -17,7 +17,10 @@
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
+import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
@@ -87,9 +90,24 @@ const make = Effect.gen(function*() {
   yield* restrictToOwner(path)
   // what a derived app may ask of its platform (file bodies, etags); these routes ask for none of it
   const platform = yield* Layer.build(NodeHttpServer.layerContext)
-  yield* Effect.provide(server.serve(yield* httpApp), platform)
+  yield* server.serve(refuseLarge(yield* httpApp)).pipe(
+    // what declares no length, or lies about it, is cut off where it passes the bound
+    HttpIncomingMessage.withMaxBodySize(Option.some(Api.maxRequestBytes)),
+    Effect.provide(platform)
+  )
   return ControlServer.of({ path })
 })
+
+/** A body declared longer than `Api.maxRequestBytes` is refused before any of it is read, and the connection closed after the answer. */
+const refuseLarge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const declared = Number(request.headers["content-length"] ?? 0)
+    if (!(declared > Api.maxRequestBytes)) return app
+    return Effect.succeed(HttpServerResponse.unsafeJson({
+      error: "RequestTooLarge",
+      message: `a request body of ${declared} bytes is over the limit of ${Api.maxRequestBytes}: send input in smaller parts`
+    }, { status: 413, headers: { connection: "close" } }))
+  })
 
 /**
  * Set explicitly: the socket is created with whatever the umask allows. Until
