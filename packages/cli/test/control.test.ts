@@ -9,6 +9,7 @@ import { spawn } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Containment, Limits, ProcessTable, ShellRegistry } from "@corral/core"
@@ -21,6 +22,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { isRoot, nameFor, otherUid, ownPidNamespace, supervisorEntry } from "../../core/test/fixtures/stateDir.js"
 import { isPidAlive, kernelProcess, leftovers } from "../../core/test/helpers.js"
@@ -292,6 +294,28 @@ describe("ControlServer", () => {
         // the shell got the write within the bound, and nothing of the two refused
         const counted = yield* registry.output(shell.id, { mode: "all", waitFor: "\\d+", waitMs: 5_000 })
         expect(counted.text.trim()).toBe(String(512 * 1024))
+      })
+    ))
+
+  // 3000 idle connections held every descriptor of a supervisor at `ulimit -n` 1024: no shell could start
+  it.live("holds at most 128 connections open: those past it are closed as they come, and the endpoint serves once they go", () =>
+    withSupervisor((stateDir) =>
+      Effect.gen(function*() {
+        const socket = socketPath(stateDir, own)
+        const closedBy = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const sockets = Array.from({ length: 300 }, () => net.connect(socket).on("error", () => undefined))
+            const closed = sockets.map((s) => new Promise<boolean>((resolve) => s.once("close", () => resolve(true))))
+            await new Promise((resolve) => setTimeout(resolve, 1_000))
+            return { sockets, closed: (await Promise.all(closed.map((c) => Promise.race([c, Promise.resolve(false)])))).filter(Boolean).length }
+          }),
+          ({ sockets }) => Effect.sync(() => sockets.forEach((s) => s.destroy()))
+        ).pipe(Effect.map(({ closed }) => closed), Effect.scoped)
+        expect(closedBy).toBe(300 - 128)
+        // the server counts a connection gone once it has seen it close: until then, one more may be refused
+        const ask = Effect.catchAllDefect(rawRequest(socket, "GET", "/v1/shells"), (refused) => Effect.fail(refused))
+        const after = yield* Effect.retry(ask, { times: 20, schedule: Schedule.spaced("50 millis") })
+        expect(after.status).toBe(200)
       })
     ))
 

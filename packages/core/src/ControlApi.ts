@@ -50,6 +50,16 @@ export const maxSocketPathBytes = 107
 export const maxRequestBytes = 1024 * 1024
 
 /**
+ * The most connections a supervisor holds open at once; one more is closed
+ * as it comes. Each holds a descriptor, and 3000 left the supervisor none
+ * for a shell's pipes at `ulimit -n` 1024; a person's `corral logs -f`,
+ * `attach` and `top` hold one each.
+ *
+ * @since 0.1.0
+ */
+export const maxConnections = 128
+
+/**
  * A registry's own id: `s` and a counter.
  *
  * @since 0.1.0

@@ -82,6 +82,8 @@ const make = Effect.gen(function*() {
   yield* removeSocket
   yield* Effect.addFinalizer(() => Effect.ignore(removeSocket))
   const node = http.createServer()
+  // each connection holds a descriptor: a flood of them left none for the shells' pipes
+  node.maxConnections = Api.maxConnections
   const server = yield* NodeHttpServer.make(() => node, { path }).pipe(
     Effect.mapError((error) => new ControlSocketError({ path, reason: String(error.cause), cause: error }))
   )
