@@ -80,6 +80,27 @@ supervising("corral ls, show, logs and stop across supervisors", () => {
       )
     }))
 
+  // an agent's command and its host's name, printed as they were, set the operator's title and clipboard (OSC 52),
+  // cleared the screen, reordered text (U+202E) and faked a field with a newline
+  it.scopedLive("what an agent named acts on no terminal: ls, show and stop print its escapes as text", () =>
+    Effect.gen(function*() {
+      const dir = yield* stateDir
+      const command = "sleep 60 # \u001b]52;c;cHduZWQ=\u0007\u001b[2J\u202eexe.\nowner       root"
+      const a = yield* supervisor(dir, "agent\u001b]0;pwned\u0007", [command])
+      const acting = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/
+      const shown = yield* corral(dir, ["show", a.id(1)])
+      expect(shown.stdout).not.toMatch(acting)
+      expect(shown.stdout).toContain("command     sleep 60 # \\e]52;c;cHduZWQ=\\x07\\e[2J\\u202eexe.\\nowner       root\n")
+      expect(shown.stdout).toContain(`supervisor  ${a.pid} agent ]0;pwned\n`)
+      expect(shown.stdout.split("\n").filter((line) => line.startsWith("owner"))).toHaveLength(1)
+      const table = yield* corral(dir, ["ls"])
+      expect(table.stdout).not.toMatch(acting)
+      expect(table.stdout).toContain("sleep 60 #  ]52;c;cHduZWQ= [2J exe. owner       root\n")
+      const stopped = yield* corral(dir, ["stop", a.id(1)])
+      expect(stopped.code).toBe(0)
+      expect(stopped.stdout).not.toMatch(acting)
+    }))
+
   it.scopedLive("show prints the status and retained output; logs -f follows the output until the shell is stopped", () =>
     Effect.gen(function*() {
       const dir = yield* stateDir

@@ -31,11 +31,12 @@ const format = ({ entry, output }: Shown, now: number, color: boolean) => {
   const look = Table.lookOf(entry)
   const { info } = entry
   const fields: ReadonlyArray<readonly [string, string | undefined]> = [
-    ["command", info.command],
-    ["name", info.name],
+    // an agent's words, each shown whole: a command, a name or a directory can hold what a terminal acts on
+    ["command", Table.visible(info.command)],
+    ["name", info.name === undefined ? undefined : Table.visible(info.name)],
     ["supervisor", Table.supervisorLabel(entry)],
-    ["owner", info.owner],
-    ["cwd", info.cwd],
+    ["owner", Table.visible(info.owner)],
+    ["cwd", Table.visible(info.cwd)],
     ["pid", `${info.pid} (leads the shell's process group and session)`],
     ["contained", info.containment === undefined ? undefined : containmentText[info.containment]],
     ["terminal", info.tty === true ? "a pseudo-terminal (tty): `corral attach` types into it" : undefined],

@@ -27,6 +27,7 @@ import { Limits } from "@corral/core/Limits"
 import { ProcessTable } from "@corral/core/ProcessTable"
 import * as StateDir from "@corral/core/StateDir"
 import * as Http from "./controlHttp.js"
+import { oneLine } from "./table.js"
 
 import { ShellInfo, Supervisor } from "@corral/core/Shell"
 import type { Delivered, Input, StopReport, TerminalSize } from "@corral/core/Shell"
@@ -118,14 +119,14 @@ export class SupervisorUnreachable extends Data.TaggedError("SupervisorUnreachab
   readonly reason: string
 }> {
   override get message() {
-    return `supervisor ${this.supervisor.pid} (${this.supervisor.name}) of shell ${this.id} is alive but does not answer: ` +
+    return `supervisor ${this.supervisor.pid} (${oneLine(this.supervisor.name)}) of shell ${this.id} is alive but does not answer: ` +
       `${this.reason}. It still owns the shell; try again, or stop that process`
   }
 }
 
 export class OutputUnavailable extends Data.TaggedError("OutputUnavailable")<{ readonly id: string; readonly supervisor: Supervisor }> {
   override get message() {
-    return `the output of shell ${this.id} is held by its supervisor ${this.supervisor.pid} (${this.supervisor.name}), ` +
+    return `the output of shell ${this.id} is held by its supervisor ${this.supervisor.pid} (${oneLine(this.supervisor.name)}), ` +
       "which died or does not answer: it is gone or out of reach. `corral stop` still works on an orphaned shell"
   }
 }

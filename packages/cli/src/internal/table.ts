@@ -69,8 +69,30 @@ export const badge = (ms: number) => {
   return `${Math.floor(h / 24)}d${two(h % 24)}h`
 }
 
-/** One line of plain text: control characters, escape sequences included, would move the cursor. */
-export const oneLine = (text: string) => text.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ").trim()
+/**
+ * What acts on a terminal instead of showing: the control characters (an
+ * escape sequence begins with one), and the marks that reorder text from
+ * right to left, which can make a command read as another.
+ */
+const acting = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
+const actingRuns = new RegExp(`${acting.source}+`, "g")
+
+/** One line of plain text: each run of what acts on a terminal becomes a space. */
+export const oneLine = (text: string) => text.replace(actingRuns, " ").trim()
+
+const escapeNames: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\u001b": "\\e" }
+
+/**
+ * Text whole, with what would act on a terminal shown as an escape (`\n`,
+ * `\e`, `\x07`, `\u202e`): a command or name an agent gave, printed as is,
+ * set the title, wrote the clipboard (OSC 52) and cleared the screen of the
+ * person who ran `corral show`, and a newline in it faked a field.
+ */
+export const visible = (text: string) =>
+  text.replace(acting, (c) => {
+    const code = c.charCodeAt(0)
+    return escapeNames[c] ?? (code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16)}`)
+  })
 
 export const width = (text: string) => [...text].length
 
