@@ -54,6 +54,12 @@ describe("screenText", () => {
     expect(screenText("first\nsecond\rS\nthird\r", false)).toBe("first\nSecond\nthird")
   })
 
+  // rebuilt as a string at each redraw, this took 39 s, the supervisor's event loop with it, and the test's timeout
+  it("renders a spinner's 64,000 redraws over a 128 KiB line: the line, its first cell redrawn", () => {
+    const rendered = screenText(`${"a".repeat(128 * 1024)}${"\r|\r/\r-\r\\".repeat(16_000)}\n`, false)
+    expect(rendered).toBe(`\\${"a".repeat(128 * 1024 - 1)}\n`)
+  })
+
   it("gives the same text rendered again: nothing it returns moves the cursor", () => {
     const text = "a\r\nprogress 1%\rprogress 99%\u001b[K\r\nx\by\nz\u001b[2K\n"
     const once = screenText(text, false)
