@@ -494,12 +494,12 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { exited, forked, ma
       Effect.async<boolean>((resume) => {
         const stdin = child.stdin
         if (stdin === null || !stdin.writable) return resume(Effect.succeed(false))
-        const done = () => {
-          if (eof === true) stdin.end(() => resume(Effect.succeed(true)))
-          else resume(Effect.succeed(true))
-        }
-        if (text === undefined || text === "") done()
-        else stdin.write(text, done)
+        // queued at once, the end of file behind the text: a caller that stops waiting leaves both to go, in order
+        const taken = () => resume(Effect.succeed(true))
+        const some = text !== undefined && text !== ""
+        if (some) stdin.write(text, eof === true ? undefined : taken)
+        if (eof === true) stdin.end(taken)
+        else if (!some) taken()
       }),
     held: () => child.exitCode === null && child.signalCode === null,
     exitedByItself: () => child.exitCode !== null,

@@ -226,8 +226,12 @@ export interface Input extends Schema.Schema.Type<typeof Input> {}
 export const Delivered = Schema.Union(
   /** A control key on a pipe, delivered as the signal a terminal would send. */
   Schema.TaggedStruct("Signaled", { signal: SignalName, key: Schema.String }),
-  /** Text written to the pipe or typed into the terminal (`chars` may be 0 with `eof`). */
-  Schema.TaggedStruct("Written", { chars: Schema.Number, eof: Schema.Boolean, tty: Schema.Boolean })
+  /**
+   * Text written to the pipe or typed into the terminal (`chars` may be 0 with `eof`). `waiting`: the
+   * command had not read all of it when the sender stopped waiting; the rest, and the end of file, go
+   * to it in order as it reads.
+   */
+  Schema.TaggedStruct("Written", { chars: Schema.Number, eof: Schema.Boolean, tty: Schema.Boolean, waiting: Schema.optional(Schema.Boolean) })
 )
 
 /**

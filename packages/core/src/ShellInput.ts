@@ -9,7 +9,9 @@
  * Ctrl-C, Ctrl-\ and Ctrl-Z signal the shell's whole process group, and
  * Ctrl-D closes its stdin.
  */
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { NoStdin, NotOwner, UnknownShell } from "./ShellRegistry.js"
 import { ShellRegistry } from "./ShellRegistry.js"
 
@@ -33,11 +35,16 @@ export const keyName = (text: string): string | undefined =>
     ? `Ctrl-${String.fromCharCode(64 + text.charCodeAt(0))}`
     : signalKeys[text]?.key
 
-/** Delivers `input` to shell `id`; only the shell's owner may. */
+/**
+ * Delivers `input` to shell `id`; only the shell's owner may. On a pipe, it
+ * returns once the command has read the text, or after `within` with the
+ * rest still queued for it (`waiting`): a command that never reads its
+ * input held a `write_stdin` of 300,000 characters until the shell ended.
+ */
 export const send = Effect.fn("ShellInput.send")(function*(
   id: string,
   input: Input,
-  options: { readonly owner: string }
+  options: { readonly owner: string; readonly within?: Duration.DurationInput | undefined }
 ): Effect.fn.Return<Delivered, SendError, ShellRegistry> {
   const registry = yield* ShellRegistry
   const info = yield* registry.info(id)
@@ -53,8 +60,9 @@ export const send = Effect.fn("ShellInput.send")(function*(
   }
   const eof = input.eof === true || text === EOF_KEY
   const written = text === EOF_KEY ? "" : text
-  yield* registry.write(id, { text: written, eof }, options)
-  return { _tag: "Written", chars: written.length, eof, tty: false } satisfies Delivered
+  const write = registry.write(id, { text: written, eof }, options)
+  const taken = options.within === undefined ? yield* Effect.as(write, true) : Option.isSome(yield* Effect.timeoutOption(write, options.within))
+  return { _tag: "Written", chars: written.length, eof, tty: false, ...(taken ? {} : { waiting: true }) } satisfies Delivered
 })
 
 export type SendError = UnknownShell | NotOwner | NoStdin

@@ -24,6 +24,22 @@ describe.skipIf(!inPidNamespace)("write_stdin (needs the PID namespace of npm te
       })
     })))
 
+  // it returned only once the command had read every byte: a command that never reads held the call until the shell ended
+  it.live("a command that does not read its input holds the call no longer than wait_ms: the rest, and the end of file, reach it in order as it reads", () =>
+    withTools(Effect.gen(function*() {
+      yield* call("bash", { command: "echo started; sleep 2; wc -c", run_in_background: true })
+      yield* call("bash_output", { shell_id: "s1", wait_for: "started" })
+      const text = "x".repeat(300_000)
+      const answer = okText(yield* call("write_stdin", { shell_id: "s1", text, eof: true, wait_ms: 300 }))
+      expect(answer).toMatch(
+        /^\[wrote 300000 characters to shell s1's stdin, then closed shell s1's stdin \(end of file\); the command has not read all of it yet: the rest waits in the pipe and goes to it, in order, as it reads\]\n/
+      )
+      const counted = okText(yield* call("bash_output", { shell_id: "s1", wait_for: "^\\s*\\d+$", wait_timeout: 10_000 }))
+      expect(counted).toMatch(/^300000\n/m)
+      const end = okText(yield* call("bash_output", { shell_id: "s1", wait_for: "never", wait_timeout: 10_000 }))
+      expect(end).toContain("[status: exited with code 0")
+    })))
+
   it.live("Ctrl-C alone is SIGINT to the shell's processes", () =>
     withTools(Effect.gen(function*() {
       yield* call("bash", { command: `trap 'echo interrupted; exit 130' INT; echo waiting; while true; do sleep 0.1; done`, run_in_background: true })

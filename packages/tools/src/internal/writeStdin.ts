@@ -45,7 +45,8 @@ const didText = (id: string, text: string, delivered: ShellInput.Delivered): str
     return [...typed, ...(delivered.eof ? [`Ctrl-D (end of file at the start of a line)`] : [])].join(", then ")
   }
   const wrote = delivered.chars === 0 ? [] : [`wrote ${Format.count(delivered.chars, "character", "characters")} to shell ${id}'s stdin`]
-  return [...wrote, ...(delivered.eof ? [`closed shell ${id}'s stdin (end of file)`] : [])].join(", then ")
+  const did = [...wrote, ...(delivered.eof ? [`closed shell ${id}'s stdin (end of file)`] : [])].join(", then ")
+  return delivered.waiting === true ? `${did}; the command has not read all of it yet: the rest waits in the pipe and goes to it, in order, as it reads` : did
 }
 
 export const handle = Effect.fn("ShellTools.write_stdin")(function*(params: WriteStdinParams, settings: Settings) {
@@ -53,9 +54,13 @@ export const handle = Effect.fn("ShellTools.write_stdin")(function*(params: Writ
   const registry = yield* ShellRegistry
   const owner = { owner: settings.owner }
   const id = params.shell_id
-  const delivered = yield* ShellInput.send(id, { text: params.text, eof: params.eof }, owner).pipe(Effect.mapError(toToolError))
+  const began = yield* Clock.currentTimeMillis
+  // a command that does not read its input holds the call no longer than the wait for its output
+  const delivered = yield* ShellInput.send(id, { text: params.text, eof: params.eof }, { ...owner, within: Duration.millis(waitMs) }).pipe(
+    Effect.mapError(toToolError)
+  )
   const did = didText(id, params.text ?? "", delivered)
-  yield* Effect.sleep(Duration.millis(waitMs))
+  yield* Effect.sleep(Duration.millis(Math.max(0, waitMs - ((yield* Clock.currentTimeMillis) - began))))
   const read = yield* registry.output(id, { mode: "new", reader: settings.reader }).pipe(Effect.mapError(toToolError))
   const now = yield* Clock.currentTimeMillis
   const output = cap(screenText(read.text, read.info.tty), "read it in parts with bash_output tail_lines or filter")
