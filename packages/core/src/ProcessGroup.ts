@@ -212,6 +212,8 @@ export interface ProcessGroup {
    * On a terminal (`tty`) `eof` types Ctrl-D, as a terminal's end of file.
    */
   readonly writeStdin: (input: { readonly text?: string | undefined; readonly eof?: boolean | undefined }) => Effect.Effect<boolean>
+  /** Bytes written to the leader's stdin that its command has not read yet, held by this process; 0 on a terminal or without stdin. */
+  readonly stdinWaiting: () => number
   /**
    * Resizes its terminal (`tty`), whose foreground job gets SIGWINCH; false
    * when there is none (spawned without `tty`, or its terminal closed).
@@ -394,6 +396,7 @@ interface Leader {
   readonly pid: number
   readonly stdio: Stdio
   readonly writeStdin: ProcessGroup["writeStdin"]
+  readonly stdinWaiting: ProcessGroup["stdinWaiting"]
   /** Resizes its terminal, if it has one open: false if not. */
   readonly resize: (size: TerminalSize) => boolean
   /** Stops reading output: what the dead wrote has arrived, or never will. */
@@ -501,6 +504,7 @@ const connectChild = (child: ChildProcess, spec: SpawnSpec, { exited, forked, ma
         if (eof === true) stdin.end(taken)
         else if (!some) taken()
       }),
+    stdinWaiting: () => child.stdin?.writableLength ?? 0,
     held: () => child.exitCode === null && child.signalCode === null,
     exitedByItself: () => child.exitCode !== null,
     killed: () => child.signalCode !== null,
@@ -593,6 +597,7 @@ const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { exited, markC
           if (typed !== "") term.write(typed)
           return true
         }),
+      stdinWaiting: () => 0,
       resize: ({ cols, rows }) => {
         if (!open) return false
         term.resize(cols, rows)
@@ -943,6 +948,7 @@ const assemble = (
     unsafeOnExit: onExited,
     signal: signalGroup(base.table, base.cell, leader, target),
     writeStdin: leader.writeStdin,
+    stdinWaiting: leader.stdinWaiting,
     resize: (size) => isTerminalSize(size) ? Effect.sync(() => leader.resize(size)) : Effect.fail(new InvalidTerminalSize(size)),
     stop: (options) => Effect.map(stopAll([group], options), (reports) => reports[0]!),
     stopReport: Effect.sync(() => Option.fromNullable(stoppedReport(stopState))),

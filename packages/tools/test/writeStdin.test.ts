@@ -40,6 +40,24 @@ describe.skipIf(!inPidNamespace)("write_stdin (needs the PID namespace of npm te
       expect(end).toContain("[status: exited with code 0")
     })))
 
+  it.live("text for a command that does not read waits in the supervisor up to 1 MiB: more is refused until it reads, an end of file is not", () =>
+    withTools(Effect.gen(function*() {
+      yield* call("bash", { command: "sleep 30", run_in_background: true })
+      const first = okText(yield* call("write_stdin", { shell_id: "s1", text: "x".repeat(1_500_000), wait_ms: 0 }))
+      expect(first).toContain("the command has not read all of it yet")
+      const refused = yield* call("write_stdin", { shell_id: "s1", text: "more", wait_ms: 0 })
+      expect(refused).toMatchObject({
+        ok: false,
+        reason: "InvalidInput",
+        text: expect.stringMatching(
+          /^shell s1 has not read the \d+ bytes written to its stdin before: it takes more text once it reads them\. See what it is doing with bash_output, or close its stdin with eof: true\./
+        )
+      })
+      const closed = okText(yield* call("write_stdin", { shell_id: "s1", eof: true, wait_ms: 0 }))
+      expect(closed).toMatch(/^\[closed shell s1's stdin \(end of file\); the command has not read all of it yet/)
+      expect(okText(yield* call("kill_bash", { shell_id: "s1" }))).toMatch(/^Killed shell s1/)
+    })))
+
   it.live("Ctrl-C alone is SIGINT to the shell's processes", () =>
     withTools(Effect.gen(function*() {
       yield* call("bash", { command: `trap 'echo interrupted; exit 130' INT; echo waiting; while true; do sleep 0.1; done`, run_in_background: true })

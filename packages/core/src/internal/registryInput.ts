@@ -16,9 +16,15 @@ export class NotOwner extends Data.TaggedError("NotOwner")<{ readonly id: string
   }
 }
 
-export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string }> {
+/** The most a shell's stdin may hold unread before more text is refused: it is held in the supervisor's memory. */
+export const MAX_STDIN_WAITING_BYTES = 1024 * 1024
+
+/** The shell takes no input; with `waiting`, not until its command reads the bytes already waiting for it. */
+export class NoStdin extends Data.TaggedError("NoStdin")<{ readonly id: string; readonly waiting?: number | undefined }> {
   override get message() {
-    return `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), its stdin was closed, or it has ended`
+    return this.waiting === undefined
+      ? `shell ${this.id} takes no input: it was started without a stdin pipe (stdin: "pipe") or a terminal (tty), its stdin was closed, or it has ended`
+      : `shell ${this.id} takes no more text until its command reads the ${this.waiting} bytes written before, still waiting in its stdin (at most ${MAX_STDIN_WAITING_BYTES} may wait)`
   }
 }
 
@@ -47,6 +53,9 @@ export const make = (shells: Shells) => {
     options: { readonly owner: string }
   ) {
     const shell = yield* owned(id, options.owner)
+    // what waits is held here: a command that never reads would have it grow with every write
+    const waiting = shell.group.stdinWaiting()
+    if (waiting > MAX_STDIN_WAITING_BYTES && (input.text ?? "") !== "") return yield* new NoStdin({ id, waiting })
     if (!(yield* holds(shell)) || !(yield* shell.group.writeStdin(input))) return yield* new NoStdin({ id })
   })
 

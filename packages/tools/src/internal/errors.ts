@@ -55,7 +55,9 @@ export const toToolError = (error: RegistryError): ToolError => {
     case "NoStdin":
       return new ToolError({
         reason: "InvalidInput",
-        message: `shell ${error.id} takes no more input: its stdin was closed (eof), it has ended, or it was not started by bash in the background. Start the command again with run_in_background: true to write to it.`
+        message: error.waiting === undefined
+          ? `shell ${error.id} takes no more input: its stdin was closed (eof), it has ended, or it was not started by bash in the background. Start the command again with run_in_background: true to write to it.`
+          : `shell ${error.id} has not read the ${error.waiting} bytes written to its stdin before: it takes more text once it reads them. See what it is doing with bash_output, or close its stdin with eof: true.`
       })
     case "NotOwner":
       return new ToolError({ reason: "NotOwner", message: `${error.message}; you can only stop the shells you started.` })
