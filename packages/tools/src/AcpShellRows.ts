@@ -31,7 +31,7 @@ import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Format from "./internal/format.js"
-import { screenText } from "./internal/screen.js"
+import { screenText } from "./ScreenText.js"
 
 export type ToolCallStatus = "pending" | "in_progress" | "completed" | "failed"
 

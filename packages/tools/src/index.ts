@@ -26,6 +26,13 @@ export * as McpTools from "./McpTools.js"
 export * from "./PermissionGate.js"
 
 /**
+ * Output as a screen shows it: each line as a terminal leaves it, redraws and erasures applied.
+ *
+ * @since 0.1.0
+ */
+export * as ScreenText from "./ScreenText.js"
+
+/**
  * `bash`, `bash_output`, `kill_bash` and `list_shells` as one `@effect/ai` toolkit.
  *
  * @since 0.1.0

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { screenText } from "../dist/internal/screen.js"
+import { screenText } from "../dist/ScreenText.js"
 import { call, inPidNamespace, okText, withTools } from "./helpers.js"
 
 describe("screenText", () => {
@@ -48,6 +48,10 @@ describe("screenText", () => {
 
   it("removes a terminal's other escape sequences, and renders the rest", () => {
     expect(screenText("\u001b[1;32m 50%\u001b[0m\r\u001b[1;32m100%\u001b[0m\r\n\u001b]0;title\u0007next\r\n", true)).toBe("100%\nnext\n")
+  })
+
+  it("removes a terminal's title cut off by a read to its line's end, never past it", () => {
+    expect(screenText("a\u001b]0;cut off\nnext\u0007line\n", true)).toBe("a\nnext\u0007line\n")
   })
 
   it("renders each line on its own: a return never reaches back over a newline", () => {

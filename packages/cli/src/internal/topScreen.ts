@@ -8,6 +8,7 @@ import * as Option from "effect/Option"
 import * as Table from "./table.js"
 import type { State, View } from "./topState.js"
 import { shellsOf } from "./topState.js"
+import { screenText } from "@corral/tools/ScreenText"
 
 /** The alternate screen, without a cursor. */
 export const enter = "\x1b[?1049h\x1b[?25l"
@@ -55,17 +56,11 @@ const tableLines = (state: State, color: boolean): ReadonlyArray<string> => {
   return [Table.paint(color, "bold", title), ...fitTo(body(), rows - 2), Table.paint(color, "dim", footer)]
 }
 
-/** Escape sequences (CSI, OSC, and two-byte ones) in a shell's output: they would move our cursor. */
-const escapes = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]/g
-
-/** One line of output as the terminal showed it: after a carriage return, what followed overwrote it. */
-const visibleText = (line: string) => {
-  const cleaned = line.replace(/\r+$/, "").replace(escapes, "")
-  const lastReturn = cleaned.lastIndexOf("\r")
-  return (lastReturn === -1 ? cleaned : cleaned.slice(lastReturn + 1))
+/** One line of output as a terminal shows it (as the tools' results do), with nothing left that would move our cursor. */
+const visibleText = (line: string) =>
+  screenText(line, true)
     .replace(/\t/g, "    ")
     .replace(/[\u0000-\u001f\u007f-\u009f]/g, "")
-}
 
 const wrap = (line: string, columns: number): ReadonlyArray<string> => {
   const chars = [...line]

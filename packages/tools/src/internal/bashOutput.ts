@@ -12,7 +12,7 @@ import { DEFAULT_WAIT_MS, MAX_TAIL_LINES, MAX_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
 import { patternTooLong, shown, toToolError } from "./errors.js"
 import * as Format from "./format.js"
-import { screenText } from "./screen.js"
+import { screenText } from "../ScreenText.js"
 import type { Settings } from "./settings.js"
 
 type Params = BashOutputParams

@@ -16,7 +16,7 @@ import { DEFAULT_INPUT_WAIT_MS, MAX_INPUT_WAIT_MS } from "./bounds.js"
 import { cap } from "./cap.js"
 import { toToolError } from "./errors.js"
 import * as Format from "./format.js"
-import { screenText } from "./screen.js"
+import { screenText } from "../ScreenText.js"
 import type { Settings } from "./settings.js"
 
 const validate = (params: WriteStdinParams) =>

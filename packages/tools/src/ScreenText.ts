@@ -4,11 +4,19 @@
  * step (`pip`, `curl`, `wget`, `docker`, test runners), whether its output
  * is a terminal or a pipe; kept as written, a result held every step of
  * every bar, and its cap cut the lines that came after them. The buffer
- * keeps the bytes as written, for `corral logs`, `show` and `attach`.
+ * keeps the bytes as written, for `corral logs`, `show` and `attach`;
+ * `corral top` shows each of its lines through this too.
+ *
+ * @since 0.1.0
  */
 
-/** Escape sequences a terminal acts on instead of showing (colours, cursor moves, titles, modes), but those that erase within a line. */
-const escapes = /\u001b\[(?![012]?K)[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)|\u001b[@-Z\\-_]/g
+/**
+ * Escape sequences a terminal acts on instead of showing (colours, cursor
+ * moves, titles, modes), but those that erase within a line. A title (OSC)
+ * ends at its terminator or its line's end: one cut off by a read is removed
+ * too, and never takes the lines after it.
+ */
+const escapes = /\u001b\[(?![012]?K)[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b\n]*(?:\u0007|\u001b\\)?|\u001b[@-Z\\-_]/g
 
 /** What moves the cursor within a line, or erases part of it. */
 const lineControls = /(\r|\u0008|\u001b\[[012]?K)/
@@ -23,6 +31,8 @@ const anyControl = /\r|\u0008|\u001b\[[012]?K/
  * is under the cursor, so `\r\n` ends a line as `\n` does. A terminal's
  * other escape sequences are removed; a pipe's are left, as a program that
  * writes them to a pipe means them to be read.
+ *
+ * @since 0.1.0
  */
 export const screenText = (text: string, tty: boolean | undefined): string => {
   const shown = tty === true ? text.replace(escapes, "") : text
