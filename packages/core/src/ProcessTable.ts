@@ -56,7 +56,7 @@ const ownProc = (own: OwnProcess["Type"], uptime: KeptFiles) =>
         close: Effect.sync(() => void setImmediate(files.close))
       }
     }),
-    shellIdsOf: (pid) => Effect.sync(() => ProcLinux.shellIdsOf(pid)),
+    shellIdsOf: (pid) => settledShellIds(() => ProcLinux.shellIdsOf(pid)),
     uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
     // our own through /proc/self: a /proc mounted for another namespace would name another process
     pidNamespaceOf: (pid, forChildren) =>
@@ -81,7 +81,11 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, own: OwnProcess[
     mark: Effect.succeed(undefined),
     lookup: (pid) => Effect.sync(() => Option.fromNullable(proc.read(pid))),
     keptLookups: plainLookups((pid) => Effect.sync(() => Option.fromNullable(proc.read(pid)))),
-    shellIdsOf: (pid) => Effect.map(at(pid, ProcLinux.shellIdsOf), (ids) => ids ?? []),
+    shellIdsOf: (pid) =>
+      settledShellIds(() => {
+        const entry = proc.procEntry(pid)
+        return entry === undefined ? [] : ProcLinux.shellIdsOf(entry)
+      }),
     uidOf: (pid) => Effect.map(at(pid, ProcLinux.uidOf), Option.fromNullable),
     pidNamespaceOf: (pid, forChildren) =>
       pid === process.pid
@@ -91,6 +95,32 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, own: OwnProcess[
     signal: signaller(own)
   })
 }
+
+/** How long a process in an exec is read again for (see `settledShellIds`). */
+const MAX_EXEC_WAIT_MS = 100
+
+/**
+ * A process's shell ids, read again every millisecond while it is in an
+ * exec (see `ProcLinux.shellIdsOf`): an exec is done within a millisecond
+ * unless its binary is paged in from a slow disk. One still in it after
+ * `MAX_EXEC_WAIT_MS` reads as carrying none. Real timers: the kernel does
+ * not follow a test's clock.
+ */
+const settledShellIds = (read: () => ReadonlyArray<string> | undefined): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.suspend(() => {
+    const now = read()
+    if (now !== undefined) return Effect.succeed(now)
+    return Effect.async<ReadonlyArray<string>>((resume) => {
+      const until = performance.now() + MAX_EXEC_WAIT_MS
+      const timer = setInterval(() => {
+        const ids = read()
+        if (ids === undefined && performance.now() < until) return
+        clearInterval(timer)
+        resume(Effect.succeed(ids ?? []))
+      }, 1)
+      return Effect.sync(() => clearInterval(timer))
+    })
+  })
 
 /** `/proc/uptime` kept open while the table is: every spawn reads it, in one syscall instead of three. */
 const keptUptime = Effect.acquireRelease(Effect.sync(() => makeKeptFiles(1)), (files) => Effect.sync(files.close))

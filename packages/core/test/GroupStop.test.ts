@@ -426,6 +426,50 @@ describe("GroupStop: whom it signals", () => {
     }))
 })
 
+describe("GroupStop: a member that leaves its group between the scan and the signal", () => {
+  /**
+   * A `setsid` right after the scan read it in the shell's group: the
+   * shell's leader already gone, that group is empty when the signal comes.
+   */
+  const setup = (onSignal: (script: TestScript, target: number, signal: Signal) => Effect.Effect<void>) =>
+    Effect.gen(function*() {
+      const base = yield* makeTestScript([fakeProcess(5001, { ppid: 1, pgid: 5000, sid: 5000, startTime: 20, comm: "setsid" })])
+      const script: TestScript = { ...base, onSignal: (t, s) => onSignal(base, t, s) }
+      const inner = yield* Effect.provide(ProcessTable, ProcessTable.layerTest(script))
+      let moved = false
+      const setsidAfter = (scan: Effect.Effect<ReadonlyArray<ProcessInfo>>) =>
+        Effect.tap(scan, () => {
+          if (moved) return Effect.void
+          moved = true
+          return Ref.update(base.processes, (ps) => ps.map((p) => ({ ...p, pgid: 5001, sid: 5001, comm: "sleep" })))
+        })
+      const layer = Layer.succeed(ProcessTable, { ...inner, scan: setsidAfter(inner.scan), scanSince: (since) => setsidAfter(inner.scanSince(since)) })
+      const limits = Limits.layerWith({ grace: Duration.millis(GRACE), killTimeout: Duration.millis(KILL_TIMEOUT) })
+      return {
+        stop: Effect.provide(GroupStop.stopGroup(target), Layer.merge(layer, limits)),
+        sent: Effect.map(Ref.get(base.signals), (all) => all.map((s) => `${s.signal} ${s.target}`))
+      }
+    })
+
+  it.effect("gets the first signal by pid, once its group turns out empty", () =>
+    Effect.gen(function*() {
+      const t = yield* setup((script, target, signal) => signal === "SIGTERM" && target === 5001 ? vanish(script, target) : Effect.void)
+      const report = yield* finishesAtOnce(t.stop)
+      expect((yield* t.sent).slice(0, 2)).toEqual(["SIGTERM -5000", "SIGTERM 5001"])
+      expect(report).toMatchObject({ escalated: false, escaped: [5001], survivors: [] })
+    }))
+
+  it.effect("ignoring it, is killed where it is now: the kill does not go on striking the group it left", () =>
+    Effect.gen(function*() {
+      const t = yield* setup((script, target, signal) => signal === "SIGKILL" ? vanish(script, target) : Effect.void)
+      const fiber = yield* Effect.fork(t.stop)
+      yield* TestClock.adjust(GRACE + KILL_TIMEOUT)
+      const report = yield* Fiber.join(fiber)
+      expect((yield* t.sent).filter((s) => s.startsWith("SIGKILL"))).toEqual(["SIGKILL -5001"])
+      expect(report).toMatchObject({ escalated: true, escaped: [5001], survivors: [] })
+    }))
+})
+
 describe("GroupStop.stopGroups", () => {
   const session = (sid: number) => [fakeProcess(sid), fakeProcess(sid + 1, { pgid: sid, sid })]
   const targetOf = (sid: number): GroupStop.StopTarget => ({ pgid: sid, sid, startTime: 10 })

@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import type { ProcessInfo } from "@corral/core"
 import { groupMembers, makeTestScript, OwnProcess, ProcessTable, sessionMembers } from "@corral/core"
 import { describe, expect, it } from "@effect/vitest"
@@ -7,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import { fakeProcess, kernelProcesses, waitFor } from "./helpers.js"
+import { fakeProcess, kernelProcess, kernelProcesses, waitFor } from "./helpers.js"
 
 const tableOf = (layer: typeof ProcessTable.layerLinux) => Effect.provide(ProcessTable, layer)
 
@@ -94,7 +96,9 @@ describe("ProcessTable on a real group", () => {
         [{ PATH: process.env.PATH, NOT_CORRAL_SHELL_ID: "decoy" }, undefined],
         // a nested corral's process carries the outer ids too
         [{ PATH: process.env.PATH, CORRAL_SHELL_ID: "inner", CORRAL_SHELL_IDS: "outer,inner" }, "outer,inner"],
-        [{ PATH: process.env.PATH, CORRAL_SHELL_ID: "inner", CORRAL_SHELL_IDS: "outer" }, "outer,inner"]
+        [{ PATH: process.env.PATH, CORRAL_SHELL_ID: "inner", CORRAL_SHELL_IDS: "outer" }, "outer,inner"],
+        // given no environment at all (`env -i`): it reads empty for good, and carries none
+        [{}, undefined]
       ]
       for (const [env, expected] of cases) {
         // `read` keeps the shell alive until the test lets it go; Node reaps it
@@ -107,6 +111,26 @@ describe("ProcessTable on a real group", () => {
         expect(tags).toEqual(expected === undefined ? [] : expected.split(","))
       }
       expect(yield* table.shellIdsOf(process.pid)).toEqual([])
+    }))
+})
+
+describe("ProcessTable.shellIdsOf in an exec", () => {
+  it.live("a process reads as carrying its tag through each exec, when its environment reads empty for a moment", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf(ProcessTable.layerLinux)
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-exec-"))
+      const script = path.join(dir, "again.sh")
+      fs.writeFileSync(script, "#!/bin/sh\n[ \"$1\" -gt 0 ] && exec \"$0\" $(($1 - 1))\nexec sleep 30\n", { mode: 0o700 })
+      const child = spawn(script, ["300"], { env: { PATH: process.env.PATH, CORRAL_SHELL_ID: "corral-exec" }, stdio: "ignore" })
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+      const read: Array<string> = []
+      // before, about one read in six found the environment empty and the process carrying no tag
+      while (kernelProcess(child.pid!)?.comm !== "sleep") read.push((yield* table.shellIdsOf(child.pid!)).join(","))
+      child.kill("SIGKILL")
+      yield* Effect.promise(() => exited)
+      fs.rmSync(dir, { recursive: true })
+      expect(read.length).toBeGreaterThan(100)
+      expect(read.filter((ids) => ids !== "corral-exec")).toEqual([])
     }))
 })
 

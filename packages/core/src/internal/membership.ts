@@ -312,6 +312,16 @@ const makeSignals = (table: ProcessTable["Type"]) => {
   const send = (group: Group, target: number, signal: Signal) =>
     Effect.map(table.signal(target, signal), (accepted) => {
       if (accepted) countSent(group.sent, signal)
+      return accepted
+    })
+
+  /** Sends `signal` by pid to `p` if that pid is still the process read, not one freed and handed out since. */
+  const sendIfSame = (group: Group, p: ProcessInfo, signal: Signal) =>
+    Effect.flatMap(table.lookup(p.pid), (now) => {
+      if (Option.isNone(now) || now.value.startTime !== p.startTime || isGone(now.value)) return Effect.void
+      const { target } = group
+      if (now.value.sid !== target.sid && now.value.pgid !== target.pgid) group.escaped.add(p.pid)
+      return send(group, p.pid, signal)
     })
 
   /**
@@ -335,7 +345,11 @@ const makeSignals = (table: ProcessTable["Type"]) => {
         if (own ? !aroundLeader : ledSessions.has(p.sid) && p.pgid > 1) pgids.add(p.pgid)
         else if (p.pid !== target.pgid) yield* send(group, p.pid, signal)
       }
-      for (const pgid of pgids) yield* send(group, -pgid, signal)
+      for (const pgid of pgids) {
+        if (yield* send(group, -pgid, signal)) continue
+        // no such group: whoever was read in it has left it since (a `setsid` just after the read), and gets it by pid
+        for (const p of members) if (p.pgid === pgid) yield* sendIfSame(group, p, signal)
+      }
     })
 
   return {
@@ -376,7 +390,7 @@ const makeKill = (
         yield* signal(stopping, "SIGSTOP")
         const now = yield* find
         stopping = scannedOnly(new Map([...now].map(([g, ps]) => [g, ps.filter((p) => !isStopped(p) && !has(held.get(g) ?? [], p))])))
-        held = new Map([...now].map(([g, ps]) => [g, union(held.get(g) ?? [], ps)]))
+        held = new Map([...now].map(([g, ps]) => [g, heldNow(held.get(g) ?? [], ps)]))
       }
       return held
     })
@@ -449,9 +463,15 @@ const namespaceStruck = (g: Group) => Math.max(0, (Pidns.ownProcs(g.target.pgid)
 
 const has = (ps: ReadonlyArray<ProcessInfo>, p: ProcessInfo) => ps.some((q) => q.pid === p.pid && q.startTime === p.startTime)
 
-const union = (a: ReadonlyArray<ProcessInfo>, b: ReadonlyArray<ProcessInfo>) => {
-  const seen = new Set(a.map((p) => `${p.pid}:${p.startTime}`))
-  return [...a, ...b.filter((p) => !seen.has(`${p.pid}:${p.startTime}`))]
+/**
+ * Those `now` found, as read now, and those of `before` it did not find: a
+ * member that left its group since it was first read is signalled in its
+ * new one. Held as first read, a `setsid` escaper read just before its
+ * `setsid` got every SIGKILL at the group it had left, and outlived the stop.
+ */
+const heldNow = (before: ReadonlyArray<ProcessInfo>, now: ReadonlyArray<ProcessInfo>) => {
+  const seen = new Set(now.map((p) => `${p.pid}:${p.startTime}`))
+  return [...now, ...before.filter((p) => !seen.has(`${p.pid}:${p.startTime}`))]
 }
 
 /**

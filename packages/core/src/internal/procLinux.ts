@@ -128,17 +128,57 @@ const variable = (env: string, name: string): string | undefined => {
   return env.slice(from, end < 0 ? undefined : end)
 }
 
-/** The shell ids a process carries: its own tag, and every outer one of a nested corral. */
-export const shellIdsOf = (pid: number): ReadonlyArray<string> => {
-  let env: string
+/**
+ * The shell ids a process carries: its own tag, and every outer one of a
+ * nested corral. Undefined while a read cannot tell: the process is in an
+ * exec, between the kernel's swap of its memory and its writing the new
+ * environment there, when the environment reads empty. A `setsid` escaper
+ * read then, on its way to `sleep`, was taken for a stranger one stop in
+ * eight.
+ */
+export const shellIdsOf = (pid: number): ReadonlyArray<string> | undefined => {
+  const env = environOf(pid)
+  if (env !== "") return idsIn(env ?? "")
+  const now = environmentState(pid)
+  // written since the read, or given empty (`env -i`)
+  return now === "coming" ? undefined : now === "none" ? [] : idsIn(environOf(pid) ?? "")
+}
+
+const environOf = (pid: number): string | undefined => {
   try {
-    env = readSmall(`/proc/${pid}/environ`)
+    return readSmall(`/proc/${pid}/environ`)
   } catch {
-    return []
+    return undefined
   }
+}
+
+const idsIn = (env: string): ReadonlyArray<string> => {
   const own = variable(env, TAG)
   const chain = variable(env, CHAIN)?.split(",").filter((id) => id !== "") ?? []
   return own === undefined || chain.includes(own) ? chain : [...chain, own]
+}
+
+/** Kernel threads and exiting processes, which have no environment to read (`PF_KTHREAD`, `PF_EXITING`). */
+const NO_ENVIRONMENT_FLAGS = 0x00200000 | 0x4
+
+/**
+ * A process's environment as its stat tells: "none" for one that has none
+ * (a zombie, a kernel thread, one exiting, or one gone), "coming" in an exec
+ * before the kernel has placed it (`env_end`, field 51, is 0 then), and
+ * "present" once it has.
+ */
+const environmentState = (pid: number): "none" | "coming" | "present" => {
+  let line: string
+  try {
+    line = readSmall(`/proc/${pid}/stat`)
+  } catch {
+    return "none"
+  }
+  // field N is rest[N - 3]
+  const rest = line.slice(line.lastIndexOf(")") + 2).split(" ")
+  const state = rest[0]
+  if (state === "Z" || state === "X" || (Number(rest[6]) & NO_ENVIRONMENT_FLAGS) !== 0) return "none"
+  return rest[48] === "0" ? "coming" : "present"
 }
 
 /** The real uid, the first of the `Uid:` line of `/proc/<pid>/status`. */
