@@ -50,6 +50,11 @@ export const screenText = (text: string, tty: boolean | undefined): string => {
 const landedLine = (line: string): string => {
   // a line that ends in `\r\n`, the usual case by far, lands as it is without its `\r`
   if (line.indexOf("\r") === line.length - 1 && !anyControl.test(line.slice(0, -1))) return line.slice(0, -1)
+  return land(line).cells.join("")
+}
+
+/** The cells a line leaves on screen, and where the cursor stands after it. */
+const land = (line: string): { readonly cells: Array<string>; readonly column: number } => {
   const cells: Array<string> = []
   let column = 0
   for (const token of line.split(lineControls)) {
@@ -61,7 +66,65 @@ const landedLine = (line: string): string => {
       for (let i = 0; i < token.length; i++) cells[column++] = token[i]!
     }
   }
-  return cells.join("")
+  return { cells, column }
+}
+
+/** Output rendered as it comes, piece by piece: see `makeScreen`. */
+export interface Screen {
+  /** Renders `text` after what came before; returns the lines it completed, each with its `\n`. */
+  readonly push: (text: string) => string
+  /** The line still unfinished (no `\n` after it), as it stands. */
+  readonly end: () => string
+}
+
+/** How much of an unfinished line is held as written before it is held as it stands on screen. */
+const MAX_HELD_CHARS = 16_384
+
+/** An escape sequence is at most this long: one cut off at the end of a piece is held as written. */
+const MAX_ESCAPE_CHARS = 64
+
+/**
+ * `screenText` for output that comes piece by piece, for a keeper of its
+ * head and tail: fed raw, a keeper counted every step of a progress bar,
+ * and a long bar took its head and tail from the lines around it. Complete
+ * lines come out as `screenText` renders them. The line still being
+ * written is held; once it runs past `MAX_HELD_CHARS` (a bar redrawn for
+ * minutes), it is held as it stands on screen, its cursor too, so a bar
+ * takes the room of one line. A line longer than that on screen is let go
+ * as it stands, and what follows starts a line of its own.
+ *
+ * @since 0.1.0
+ */
+export const makeScreen = (tty: boolean | undefined): Screen => {
+  let line = ""
+  /** Holds the unfinished line, kept short; returns what it let go of. */
+  const keep = (text: string): string => {
+    line = text
+    if (text.length <= MAX_HELD_CHARS) return ""
+    // an escape sequence cut off at the piece's end stays as written, for the rest of it to complete
+    const esc = text.lastIndexOf("\u001b")
+    const at = esc >= 0 && text.length - esc <= MAX_ESCAPE_CHARS ? esc : text.length
+    const { cells, column } = land(tty === true ? text.slice(0, at).replace(escapes, "") : text.slice(0, at))
+    const shown = cells.join("")
+    // written again from the line's start up to the cursor: the same cells, the cursor where it was
+    line = shown + (column < shown.length ? "\r" + shown.slice(0, column) : "") + text.slice(at)
+    if (line.length <= MAX_HELD_CHARS) return ""
+    line = text.slice(at)
+    return shown
+  }
+  return {
+    push: (text) => {
+      const end = text.lastIndexOf("\n")
+      if (end < 0) return keep(line + text)
+      const done = screenText(line + text.slice(0, end + 1), tty)
+      return done + keep(text.slice(end + 1))
+    },
+    end: () => {
+      const rest = screenText(line, tty)
+      line = ""
+      return rest
+    }
+  }
 }
 
 /** What an erase in line leaves; the cursor does not move. */

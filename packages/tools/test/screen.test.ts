@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { screenText } from "../dist/ScreenText.js"
+import { makeScreen, screenText } from "../dist/ScreenText.js"
 import { call, inPidNamespace, okText, withTools } from "./helpers.js"
 
 describe("screenText", () => {
@@ -72,6 +72,46 @@ describe("screenText", () => {
   })
 })
 
+describe("makeScreen: output rendered as it comes", () => {
+  /** `text` fed in pieces of `size`, rendered. */
+  const inPieces = (text: string, size: number, tty: boolean) => {
+    const screen = makeScreen(tty)
+    let out = ""
+    for (let at = 0; at < text.length; at += size) out += screen.push(text.slice(at, at + size))
+    return out + screen.end()
+  }
+
+  it("renders text cut anywhere, escape sequences and `\\r\\n` pairs included, as screenText renders it whole, where no line runs past what it holds", () => {
+    const bar = Array.from({ length: 3000 }, (_, i) => `\r\u001b[32mfetching ${i + 1}/3000\u001b[0m\u001b[K`).join("")
+    const texts = [
+      "a\r\nprogress 1%\rprogress 99%\u001b[K\r\nx\by\nz\u001b[2K\nlast",
+      `begin\n${bar}\r\ndone\n\u001b]0;title\u0007next\n`,
+      `${"x".repeat(10_000)}\rY\n`
+    ]
+    for (const text of texts) {
+      for (const tty of [false, true]) {
+        for (const size of [1, 7, 100, 4096, 100_000]) expect(inPieces(text, size, tty)).toBe(screenText(text, tty))
+      }
+    }
+  })
+
+  it("holds a bar redrawn without a newline as it stands on screen, cursor included: it returns nothing until its line ends", () => {
+    const screen = makeScreen(false)
+    const pieces = Array.from({ length: 20_000 }, (_, i) => `\rstep ${20_000 - i}`)
+    expect(pieces.map(screen.push).join("")).toBe("")
+    // the cursor is at the end of "step 1": what follows is written from there, over the rest of the widest redraw
+    expect(screen.push("!\n")).toBe("step 1!000\n")
+  })
+
+  it("lets a line longer than it holds go as it stands, and starts a line of its own after it", () => {
+    const screen = makeScreen(false)
+    const long = "y".repeat(50_000)
+    const out = screen.push(long.slice(0, 30_000)) + screen.push(long.slice(30_000)) + screen.push("\rZ\n") + screen.end()
+    expect(out.replace(/^y+/, "")).toBe("Z\n")
+    expect(out.length).toBe(50_000 + 2)
+  })
+})
+
 describe.skipIf(!inPidNamespace)("progress bars over real processes (needs the PID namespace of npm test)", () => {
   const bar = "i=0; while [ $i -lt 400 ]; do i=$((i+1)); printf '\\rfetching %d/400' $i; done; printf '\\n'"
 
@@ -79,6 +119,15 @@ describe.skipIf(!inPidNamespace)("progress bars over real processes (needs the P
     withTools(Effect.gen(function*() {
       const text = okText(yield* call("bash", { command: `echo begin; ${bar}; echo end` }))
       expect(text).toMatch(/^begin\nfetching 400\/400\nend\n\[exited with code 0 after /)
+    })))
+
+  it.live("bash in the foreground keeps the lines around a bar longer than a result holds: the cap counts what the screen shows", () =>
+    withTools(Effect.gen(function*() {
+      // 8000 redraws, about 150,000 characters as written: five times the cap
+      const long = "i=0; while [ $i -lt 8000 ]; do i=$((i+1)); printf '\\rfetching %d/8000' $i; done; printf '\\n'"
+      const text = okText(yield* call("bash", { command: `echo begin; ${long}; echo end` }))
+      expect(text).toMatch(/^begin\nfetching 8000\/8000\nend\n\[exited with code 0 after /)
+      expect(text).not.toContain("characters cut")
     })))
 
   it.live("bash_output of a background shell, read while the bar runs and after, shows each read's last redraw", () =>

@@ -149,7 +149,7 @@ const foreground = ({ command, cwd, terminal, timeout: timeoutMs }: Input, setti
     const done = yield* Foreground.run(withShell({ command, cwd, ...terminal.spec }, registry.shell, tag), Duration.millis(timeoutMs), registry.guard).pipe(
       Effect.mapError(toToolError)
     )
-    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(screenText(done.output.text, terminal.tty))
+    const body = done.output.total === 0 ? "(no output)\n" : ensureNewline(done.output.text)
     const exit = Option.getOrUndefined(done.exit)
     return {
       text: body + [...foregroundNotes(done, timeoutMs, DurationInput.format(grace)), ...shellNote(registry.shell, settings)].join("\n"),

@@ -1,6 +1,6 @@
 /**
- * A foreground command: its own process group, output kept head and tail,
- * a time limit, and a stop of whatever it leaves behind. The status comes
+ * A foreground command: its own process group, output kept head and tail
+ * as a screen shows it (see `ScreenText.makeScreen`), a time limit, and a stop of whatever it leaves behind. The status comes
  * from the leader's exit, never from the pipes closing, so a grandchild that
  * holds stdout open cannot make the call hang.
  */
@@ -17,6 +17,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Capped } from "./cap.js"
 import { makeKeeper } from "./cap.js"
+import { makeScreen } from "../ScreenText.js"
 
 export interface Finished {
   readonly output: Capped
@@ -32,17 +33,18 @@ export interface Finished {
 export const CUT_HINT = "to see all of it, redirect the output to a file (cmd > out.log 2>&1) and read it with grep, head or tail"
 
 /** Keeps the output from its first byte, every chunk however fast it comes (OutputBuffer.subscribeFrom). */
-const keepOutput = (output: OutputBuffer) =>
+const keepOutput = (output: OutputBuffer, tty: boolean) =>
   Effect.gen(function*() {
     const keeper = makeKeeper()
     const decoder = new StringDecoder("utf8")
-    const take = (chunk: OutputChunk) => keeper.push(decoder.write(chunk.bytes))
+    const screen = makeScreen(tty)
+    const take = (chunk: OutputChunk) => keeper.push(screen.push(decoder.write(chunk.bytes)))
     const { live, retained } = yield* output.subscribeFrom(0)
     retained.forEach(take)
     const follower = yield* Effect.forkScoped(Stream.runForEach(live, (chunk) => Effect.sync(() => take(chunk))))
     return Fiber.join(follower).pipe(
       Effect.map(() => {
-        keeper.push(decoder.end())
+        keeper.push(screen.push(decoder.end()) + screen.end())
         return keeper.result(CUT_HINT)
       })
     )
@@ -59,7 +61,7 @@ export const run = (
     const began = yield* Clock.currentTimeNanos
     const group = yield* ProcessGroup.spawn(spec)
     yield* guard(group)
-    const output = yield* keepOutput(group.output)
+    const output = yield* keepOutput(group.output, group.tty)
     const exited = yield* Effect.timeoutOption(group.awaitExit, timeout)
     const durationMs = Math.round(Duration.toMillis(Duration.nanos((yield* Clock.currentTimeNanos) - began)))
     // after a timeout this stops the command itself; after an exit, what it left behind
