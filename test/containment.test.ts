@@ -669,6 +669,28 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           }).pipe(Effect.provide(layerFor(backend)))
       )
 
+      it.scopedLive.skipIf(!canFreezeUnkillable)(
+        "a scope closed with no stop before, over a member no signal ends (frozen: needs root), says what outlived its stop, by pid",
+        () =>
+          Effect.gen(function*() {
+            const token = newToken()
+            const warnings = yield* warningsSeen
+            const scope = yield* Scope.make()
+            yield* ProcessGroup.spawn({ command: `sleep 6${token} & wait` }).pipe(Scope.extend(scope))
+            yield* freezeTheSleeper(token)
+            const sleeper = marked(token).find((pid) => commOf(pid) === "sleep")!
+            expect(yield* endsWithin(Effect.uninterruptible(Scope.close(scope, Exit.void)), Duration.millis(GRACE + 5_000))).toBe(true)
+            // a warning is emitted in the next tick
+            yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+            // a cell's release names what its cell held; without a cell, the stop's release names its survivors
+            // (under pidns the namespace's init too: its exit waits for the frozen sleep's)
+            const said = backend === "cgroup"
+              ? /still held 1 process\(es\) after its shell's stop/
+              : new RegExp(`\\(${backend}\\) left \\d process\\(es\\) that no signal ended: pid\\(s\\) (\\d+, )?${sleeper}$`)
+            expect(warnings.filter((w) => said.test(w)), warnings.join("; ")).toHaveLength(1)
+          }).pipe(Effect.provide(layerFor(backend)))
+      )
+
       it.scopedLive("a stop at once after the spawn reaches the command: it ends on SIGTERM, with no grace run out", () =>
         Effect.gen(function*() {
           const token = newToken()

@@ -1103,9 +1103,23 @@ const spawnWith = (services: Services, spec: SpawnSpec, releases: Releases.Relea
   const group = assemble({ shellId, cell, tty, held: scanned && exactStart !== undefined ? { ...held, leaderStartTime: exactStart } : held, leaderStartTime, table }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
   // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
-  releases.add(() => stoppedReport(stopState) !== undefined ? undefined : Effect.asVoid(group.stop()))
+  releases.add(() => stoppedReport(stopState) !== undefined ? undefined : Effect.flatMap(group.stop(), sayWhatOutlived(shellId)))
   return group
 })
+
+/**
+ * A stop run by a release has no caller to read its report: what outlived
+ * it is said. A cell's release strikes and names what its cell still holds;
+ * without a cell, what a stop leaves is out of reach from then on.
+ */
+const sayWhatOutlived = (shellId: string) => (report: StopReport) =>
+  Effect.sync(() => {
+    if (report.survivors.length === 0 || report.containment === "cgroup") return
+    process.emitWarning(
+      `corral: the stop of shell ${shellId} (${report.containment}) left ${report.survivors.length} process(es) that no signal ended: ` +
+        `pid(s) ${report.survivors.join(", ")}`
+    )
+  })
 
 export const stopAll = (
   groups: ReadonlyArray<ProcessGroup>,
