@@ -1,8 +1,9 @@
 /**
  * A foreground command: its own process group, output kept head and tail
- * as a screen shows it (see `ScreenText.makeScreen`), a time limit, and a stop of whatever it leaves behind. The status comes
- * from the leader's exit, never from the pipes closing, so a grandchild that
- * holds stdout open cannot make the call hang.
+ * as a screen shows it (see `ScreenText.makeScreen`), a time limit, and a
+ * stop of whatever it leaves behind. The status comes from the leader's
+ * exit, never from the pipes closing, so a grandchild that holds stdout
+ * open cannot make the call hang.
  */
 import { StringDecoder } from "node:string_decoder"
 import type { StopReport } from "@corral/core/GroupStop"
@@ -15,9 +16,9 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { makeScreen } from "../ScreenText.js"
 import type { Capped } from "./cap.js"
 import { makeKeeper } from "./cap.js"
-import { makeScreen } from "../ScreenText.js"
 
 export interface Finished {
   readonly output: Capped
