@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import type { ProcessInfo } from "../ProcessTable.js"
 import { withDescriptor } from "./descriptors.js"
-import { parseStat } from "./procStat.js"
+import { fieldsAfterComm, parseStat } from "./procStat.js"
 import { readSmall } from "./readSmall.js"
 import type { PidMark as PidMarkSchema } from "./watcherMessage.js"
 
@@ -174,8 +174,7 @@ const environmentState = (pid: number): "none" | "coming" | "present" => {
   } catch {
     return "none"
   }
-  // field N is rest[N - 3]
-  const rest = line.slice(line.lastIndexOf(")") + 2).split(" ")
+  const rest = fieldsAfterComm(line)
   const state = rest[0]
   if (state === "Z" || state === "X" || (Number(rest[6]) & NO_ENVIRONMENT_FLAGS) !== 0) return "none"
   return rest[48] === "0" ? "coming" : "present"
