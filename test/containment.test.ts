@@ -63,8 +63,14 @@ const pidnsPossible = (() => {
   return spawnSync("unshare", [...flags, "perl", "-e", "exit 0"], { stdio: "ignore" }).status === 0
 })()
 
-/** The backends whose membership nothing can leave. */
+/** The backends whose membership nothing can leave, whatever the process table says. */
 const exact: ReadonlyArray<Backend> = [...(cgroupWritable ? ["cgroup" as const] : []), ...(pidnsPossible ? ["pidns" as const] : [])]
+
+/** Whether procScan's leader is its init, a child subreaper (Linux, with perl): then no orphan leaves its descendant tree. */
+const procScanReaps = process.platform === "linux" && spawnSync("perl", ["-e", "exit 0"], { stdio: "ignore" }).status === 0
+
+/** The backends that nothing can leave: procScan too where its init reaps, as long as the table tells the truth. */
+const escapeProof: ReadonlyArray<Backend> = [...exact, ...(procScanReaps ? ["procScan" as const] : [])]
 const backends: ReadonlyArray<Backend> = [...exact, "procScan"]
 
 const GRACE = 300
@@ -74,6 +80,11 @@ const layerFor = (backend: Backend, table: Layer.Layer<ProcessTable> = ProcessTa
     Layer.provideMerge(Layer.mergeAll(table, Limits.layerWith({ grace: Duration.millis(GRACE) }))),
     Layer.orDie
   )
+
+/** procScan whose command leads, with no init: what a host without perl gets (`Containment.layerTest` over the real table). */
+const bareProcScanLayer = Containment.layerTest.pipe(
+  Layer.provideMerge(Layer.mergeAll(ProcessTable.layer, Limits.layerWith({ grace: Duration.millis(GRACE) })))
+)
 
 /** Pids whose environment or PID namespace a table of `layerReadingOwnFiles` was asked for. */
 const ownFilesRead = new Set<number>()
@@ -408,6 +419,20 @@ const hopper = (token: string, leave = "") =>
 /** Leaves the session and sheds the tag before any stop could see it. */
 const escaper = (token: string) => `setsid env -i sh -c 'sleep 6${token}' & sleep 600 & wait`
 
+/** prctl's syscall number here, for `PR_SET_DUMPABLE` (4) in `daemon`. */
+const prctlNumber = ({ x64: 157, arm64: 167 } as Record<string, number>)[process.arch]
+
+/**
+ * A daemon as ssh-agent makes itself one: it forks, leaves the session,
+ * forks again and lets its parent exit, drops its environment, closes its
+ * output and makes itself non-dumpable, so that no one but root can read
+ * what its environment was (`/proc/<pid>/environ`). Named `d<token>`.
+ */
+const daemon = (token: string) =>
+  `perl -e 'use POSIX; exit 0 if fork; setsid(); exit 0 if fork; ` +
+  `${prctlNumber === undefined ? "" : `syscall(${prctlNumber}, 4, 0, 0, 0, 0); `}` +
+  `%ENV = (); open(STDIN, "</dev/null"); open(STDOUT, ">/dev/null"); open(STDERR, ">/dev/null"); $0 = "d${token}"; sleep 600'`
+
 const orphaning = inPidNamespace ? describe : describe.skip
 
 orphaning("containment (orphans processes on purpose: needs the PID namespace of npm test)", () => {
@@ -440,6 +465,19 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
 
   for (const backend of backends) {
     describe(`backend ${backend}`, () => {
+      it.scopedLive("a job the command's TERM trap starts as it exits gets SIGTERM too, within the grace, wherever it is reparented", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          // orphaned at once: to PID 1, or to the init that leads a procScan shell, which then outlives it
+          const group = yield* ProcessGroup.spawn({ command: `trap 'sleep 7${token} & exit 0' TERM; sleep 6${token} & wait` })
+          yield* waitUntil("the first sleep", () => marked(token).some((pid) => commOf(pid) === "sleep"))
+          const report = yield* group.stop({ grace: Duration.seconds(10) })
+          expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, killed: 0, survivors: [] })
+          expect(report.durationMs, JSON.stringify(report)).toBeLessThan(5_000)
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+
       it.scopedLive("a stop that had to kill returns only once every process it struck is done exiting, not once the cell or group reads empty", () =>
         Effect.gen(function*() {
           const token = newToken()
@@ -995,7 +1033,11 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.scoped, Effect.provide(registryLayer)))
 
-      // Under pidns the leader (`unshare`) lives on while the shell lingers, so its group's id stays its own
+      // Under pidns the leader (`unshare`) lives on while the shell lingers, so its group's id stays its own, and
+      // so does procScan's init: the bare procScan cell (a host without perl) leaves a leader that is reaped
+      const lingerLayer = backend === "procScan"
+        ? ShellRegistry.layer({ name: "containment test", crashSafety: false }).pipe(Layer.provide(bareProcScanLayer))
+        : registryLayer
       if (backend !== "pidns") {
         it.live.skipIf(!canChooseNextPid)(
           "a signal to a lingering shell goes only to its members in its leader's group: once none is, that group's id may be another's, which gets nothing (needs root in the PID namespace of npm test, to choose the next pid)",
@@ -1028,7 +1070,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
               yield* waitUntil("the kept member's end", () => !marked(token).some((pid) => cmdlineOf(pid).includes(`8${token}`)))
               yield* registry.kill(left!.id, { owner: "t" })
               expect(stranger!.exitCode === null && stranger!.signalCode === null, "the stranger lives after the kill too").toBe(true)
-            }).pipe(Effect.scoped, Effect.provide(registryLayer))
+            }).pipe(Effect.scoped, Effect.provide(lingerLayer))
         )
       }
 
@@ -1125,7 +1167,7 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
     })
   }
 
-  describe("backend procScan: what it cannot see", () => {
+  describe("backend procScan without its init (a host without perl): what it cannot see", () => {
     it.scopedLive("an escaper the scan never saw, holding the shell's pipes, does not hold up the scope's close", () =>
       Effect.gen(function*() {
         const token = newToken()
@@ -1138,10 +1180,10 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* group.stop()
         })).pipe(Effect.timeoutOption("5 seconds"))
         expect(Option.isSome(closed), "the scope's close waited for the pipes' holder").toBe(true)
-      }).pipe(Effect.provide(layerFor("procScan"))))
+      }).pipe(Effect.provide(bareProcScanLayer)))
   })
 
-  for (const backend of exact) {
+  for (const backend of escapeProof) {
     describe(`backend ${backend}: nothing can leave`, () => {
       it.scopedLive("stops an escaper whose parent died before any stop began", () =>
         Effect.gen(function*() {
@@ -1165,6 +1207,21 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
+      it.scopedLive("stops a daemon that double-forks, leaves the session, drops its tag and cannot be read (ssh-agent's way)", () =>
+        Effect.gen(function*() {
+          const token = newToken()
+          yield* Effect.addFinalizer(() => killMarked(token))
+          const group = yield* ProcessGroup.spawn({ command: daemon(token) })
+          yield* waitUntil("the daemon", () => marked(token).some((pid) => cmdlineOf(pid).includes(`d${token}`)))
+          expect(yield* group.awaitExit).toEqual({ _tag: "Exited", code: 0 })
+          yield* group.stop()
+          yield* staysEmpty(token)
+        }).pipe(Effect.provide(layerFor(backend))))
+    })
+  }
+
+  for (const backend of exact) {
+    describe(`backend ${backend}: nothing can leave a table that lies`, () => {
       // the table hides the sleeper, and under pidns every process of the namespace and its leader too: the stop sees none
       const hiddenNames = new Set(["unshare", "perl", "run", `h${hiddenToken}`])
       it.scopedLive("a member the process table hides from the stop still ends with its shell's scope", () =>

@@ -14,9 +14,12 @@
  *   Needs `unshare` (util-linux) and `perl`, and user namespaces for non-root.
  * - `procScan`: the process group, the session, the `CORRAL_SHELL_ID` tag
  *   chain and the descendant tree, found by scanning the process table;
- *   the kill freezes before it strikes. Works everywhere; cannot see a
- *   process that strips the tag and starts a new session before a scan
- *   catches it.
+ *   the kill freezes before it strikes. Works everywhere. On Linux with
+ *   `perl`, the leader is the same small init, made a child subreaper: an
+ *   orphan of the command's becomes the init's child, not PID 1's, so a
+ *   daemon that strips the tag and starts a new session stays in the
+ *   descendant tree (ADR 58). Without it, a scan cannot see a process that
+ *   did so before a scan caught it.
  *
  * `layer` picks cgroup where it works, else pidns, else procScan;
  * `CORRAL_CONTAINMENT` overrides it.
@@ -57,6 +60,12 @@ export interface Cell {
    * process exists and the command's raw wait status when it exits.
    */
   readonly reportsExit: boolean
+  /**
+   * Whether the leader is corral's init made a child subreaper (procScan,
+   * see `init`): the command is its child, and every process the command
+   * orphans becomes the init's child, not PID 1's.
+   */
+  readonly reaper: boolean
   /**
    * The argv that runs `file args` inside the cell from its first
    * instruction. Where the leader reports, it does so on fd 3, or with
@@ -135,7 +144,51 @@ const make = (
 
 const nothingToRelease = () => undefined
 
-const procScanCell: Cell = { backend: "procScan", cgroup: undefined, reportsExit: false, wrap: (file, args) => [file, args], release: nothingToRelease }
+/** procScan where no init can be its leader: the command itself leads, and what it orphans goes to PID 1. */
+const bareProcScanCell: Cell = {
+  backend: "procScan",
+  cgroup: undefined,
+  reportsExit: false,
+  reaper: false,
+  wrap: (file, args) => [file, args],
+  release: nothingToRelease
+}
+
+/**
+ * prctl's syscall number on each architecture Node runs Linux on, for the
+ * init's `PR_SET_CHILD_SUBREAPER` (perl's `syscall` takes the raw number).
+ */
+const PRCTL: Partial<Record<NodeJS.Architecture, number>> = {
+  x64: 157,
+  arm64: 167,
+  riscv64: 167,
+  loong64: 167,
+  ia32: 172,
+  arm: 172,
+  s390x: 172,
+  ppc64: 171
+}
+
+/**
+ * procScan's cell: the init leads (see `init`), a child subreaper, so the
+ * descendant tree holds every process the command starts, whatever it
+ * does with its tag, group and session (ADR 58). The bare cell where
+ * that cannot be: not Linux, an architecture whose prctl is not known
+ * here, or no `perl`.
+ */
+const procScanCell = (): Cell => {
+  const prctl = process.platform === "linux" ? PRCTL[process.arch] : undefined
+  const perl = prctl === undefined ? undefined : ownTool("perl")
+  if (typeof perl !== "string") return bareProcScanCell
+  return {
+    backend: "procScan",
+    cgroup: undefined,
+    reportsExit: true,
+    reaper: true,
+    wrap: (file, args, report = "3") => [perl, ["-e", init, report, String(prctl), file, ...args]],
+    release: nothingToRelease
+  }
+}
 
 /**
  * The shell joins its cgroup from a one-line sh that then execs the command:
@@ -146,6 +199,7 @@ const joinThenExec = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
 
 const cgroupCell = (parent: string, table: ProcessTable["Type"]) => {
   let counter = 0
+  let fallback: Cell | undefined
   const make = (shellId: string): Cell => {
     const dir = path.join(parent, `${++counter}-${shellId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64)}`)
     try {
@@ -153,12 +207,13 @@ const cgroupCell = (parent: string, table: ProcessTable["Type"]) => {
     } catch (error) {
       // out of descendants, or the hierarchy went read-only: this shell is scanned instead
       process.emitWarning(`corral: cannot create cgroup ${dir} (${(error as Error).message}): this shell is contained by process scan`)
-      return procScanCell
+      return (fallback ??= procScanCell())
     }
     return {
       backend: "cgroup",
       cgroup: dir,
       reportsExit: false,
+      reaper: false,
       // named corral: sh names itself in what it says (`corral: 1: exec: ./x: Exec format error`), not by the cell's path
       wrap: (file, args) => ["/bin/sh", ["-c", joinThenExec, "corral", dir, file, ...args]],
       release: () => CellRelease.unsafeRelease(dir, table)
@@ -185,15 +240,21 @@ const mkdirUnder = (parent: string, dir: string) => {
 const uid = process.getuid?.() ?? 0
 
 /**
- * PID 1 of a shell's namespace. The user's command must not be PID 1: it
- * would ignore every signal it has no handler for, SIGTERM included. This
- * init forks the command, says `forked` on its report channel (kept from the
- * command) once the command's process exists, so a stop's group signal
- * cannot come before it, reports the command's wait status there the moment
- * it exits, and reaps everything until nothing is left, so what the command
- * left behind lingers as it would without a namespace, and corral's own stop
- * decides its end. It installs no handler: a group signal from outside
- * reaches the command directly, once.
+ * The init: PID 1 of a pidns shell's namespace, and procScan's leader. The
+ * user's command must not be PID 1: it would ignore every signal it has no
+ * handler for, SIGTERM included. This init forks the command, says
+ * `forked` on its report channel (kept from the command) once the command's
+ * process exists, so a stop's group signal cannot come before it, reports
+ * the command's wait status there the moment it exits, and reaps
+ * everything until nothing is left, so what the command left behind
+ * lingers as it would without it, and corral's own stop decides its end.
+ * It installs no handler. Once the command is forked (with every signal at
+ * its default, as Node spawns a child), it ignores the signals that would
+ * end it, which a namespace's PID 1 is spared anyway, before it says
+ * `forked`, and no group signal of corral's comes sooner: a group signal
+ * reaches the command directly, once. It lets go of its stdin, stdout and
+ * stderr then, so the command's pipes end when the command's processes are
+ * done with them, not when the init is.
  *
  * Its first argument names the channel: `3`, the pipe on fd 3, or the path
  * of a unix socket to connect to (a shell on a terminal, ADR 22), or nothing
@@ -201,15 +262,21 @@ const uid = process.getuid?.() ?? 0
  * is made with the builtins and Linux's numbers (AF_UNIX 1, SOCK_STREAM 1):
  * loading Socket.pm would double the init's start. Perl makes it
  * close-on-exec. Without a channel, the init runs the command all the same.
+ * Its second is prctl's syscall number, or nothing: with it, the init makes
+ * itself a child subreaper (`PR_SET_CHILD_SUBREAPER`, 36), so what the
+ * command orphans becomes its child, not PID 1's (procScan, ADR 58).
  */
 const init = [
   "use Fcntl;",
-  "my $to = shift @ARGV; my $report;",
+  "my $to = shift @ARGV; my $prctl = shift @ARGV; my $report;",
+  'if ($prctl ne "") { syscall($prctl, 36, 1, 0, 0, 0) }',
   'if ($to eq "3") { if (open($report, ">&=", 3)) { fcntl($report, F_SETFD, FD_CLOEXEC) } }',
   'elsif ($to ne "") { socket($report, 1, 1, 0) && connect($report, pack("S Z*", 1, $to)) or undef $report }',
   "my $cmd = fork;",
   'defined $cmd or do { print STDERR "corral: cannot fork: $!\\n"; exit 125 };',
   'if ($cmd == 0) { exec { $ARGV[0] } @ARGV; print STDERR "corral: cannot run $ARGV[0]: $!\\n"; exit($!{ENOENT} ? 127 : 126) }',
+  'for (grep { exists $SIG{$_} } qw(HUP INT QUIT ABRT USR1 USR2 PIPE ALRM TERM STKFLT VTALRM PROF IO PWR XCPU XFSZ TSTP TTIN TTOU)) { $SIG{$_} = "IGNORE" }',
+  'open(STDIN, "<", "/dev/null"); open(STDOUT, ">", "/dev/null"); open(STDERR, ">", "/dev/null");',
   'if ($report) { syswrite($report, "forked\\n") }',
   "my $status = 0;",
   'while ((my $w = waitpid(-1, 0)) > 0) { if ($w == $cmd) { $status = $?; if ($report) { syswrite($report, "$status\\n"); close($report) } } }',
@@ -252,7 +319,8 @@ const pidnsCell = Effect.gen(function*() {
     backend: "pidns",
     cgroup: undefined,
     reportsExit: true,
-    wrap: (file, args, report = "3") => [unshare, [...flags, perl, "-e", init, report, file, ...args]],
+    reaper: false,
+    wrap: (file, args, report = "3") => [unshare, [...flags, perl, "-e", init, report, "", file, ...args]],
     release: nothingToRelease
   }
   return (_shellId: string) => Effect.succeed(cell)
@@ -359,7 +427,10 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
 }>() {
   static readonly layerProcScan: Layer.Layer<Containment, never, ProcessTable | Limits> = Layer.effect(
     Containment,
-    make("procScan", () => Effect.succeed(procScanCell), Effect.void)
+    Effect.suspend(() => {
+      const cell = procScanCell()
+      return make("procScan", () => Effect.succeed(cell), Effect.void)
+    })
   )
 
   static readonly layerPidns: Layer.Layer<Containment, ContainmentUnavailable, ProcessTable | Limits> = Layer.effect(
@@ -372,8 +443,14 @@ export class Containment extends Context.Tag("@corral/core/Containment")<Contain
     Effect.flatMap(cgroupParent, ({ home, parent, table }) => make("cgroup", cgroupCell(parent, table), reapLeftovers(home), parent))
   )
 
-  /** The scripted-table backend for TestClock tests: procScan over whatever `ProcessTable` is provided. */
-  static readonly layerTest = Containment.layerProcScan
+  /**
+   * The scripted-table backend for TestClock tests: procScan over whatever
+   * `ProcessTable` is provided, its command the leader (no init to script).
+   */
+  static readonly layerTest: Layer.Layer<Containment, never, ProcessTable | Limits> = Layer.effect(
+    Containment,
+    make("procScan", () => Effect.succeed(bareProcScanCell), Effect.void)
+  )
 
   /** `CORRAL_CONTAINMENT` (`auto`, `cgroup`, `pidns` or `procScan`; default `auto`), or `choice` when given. */
   static readonly layer = (

@@ -454,6 +454,16 @@ const observe = (run: Run) =>
 
 const isAnyAlive = (run: Run) => run.membership.groups.some((g) => g.live.length > 0)
 
+/**
+ * Whether every group is gone, or is down to procScan's init: the init
+ * outlives what it adopted, so its group is never seen empty while an
+ * orphan born since the last scan lives on (a TERM trap that starts a job
+ * and exits), and members born since are looked for then, as they are
+ * once a group is empty (ADR 58).
+ */
+const onlyInitsLeft = (run: Run) =>
+  run.membership.groups.every((g) => g.live.length === 0 || (g.target.reaper === true && MembershipImpl.commandsOf(g).length === 0))
+
 const keyOf = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
 
 /**
@@ -555,7 +565,8 @@ const makeWake = (events: ReadonlyArray<Effect.Effect<void>>, now: () => number,
  * ending, and a group cannot be empty while its pipes are open (a
  * thousand members SIGKILLed took 0.6 s to end, checked every 10 ms: 70 ms
  * of CPU more than at up to 50). Only
- * when they are all gone is membership enumerated again, for members born
+ * when they are all gone (or only procScan's init is left, see
+ * `onlyInitsLeft`) is membership enumerated again, for members born
  * since; `onScan` sees what that finds, or what `onCheck` found (true).
  */
 const pollUntilEmpty = (
@@ -572,8 +583,9 @@ const pollUntilEmpty = (
       yield* run.membership.recheck
       const resolved = yield* onCheck(run, checkStarted - from)
       const emptied = !isAnyAlive(run)
-      if (emptied) yield* run.membership.scanNewborn
-      if (resolved || emptied) yield* onScan(run)
+      const newbornsDue = emptied || onlyInitsLeft(run)
+      if (newbornsDue) yield* run.membership.scanNewborn
+      if (resolved || newbornsDue) yield* onScan(run)
       yield* observe(run)
       const now = yield* Monotonic.millis
       if (!isAnyAlive(run) || now >= deadline) return

@@ -45,6 +45,8 @@ export const JournalShell = Schema.Struct({
   cgroup: Schema.optional(Schema.String),
   /** Set when it was held in a PID namespace of its own. */
   pidns: Schema.optional(Schema.Literal(true)),
+  /** Set when its leader was corral's init, a child subreaper (procScan, ADR 58). */
+  reaper: Schema.optional(Schema.Literal(true)),
   command: Schema.String,
   cwd: Schema.String,
   owner: Schema.String,
@@ -237,7 +239,8 @@ export const targetOf = (shell: JournalShell): StopTarget => ({
   startTime: shell.bornAfter,
   shellId: shell.tag,
   cgroup: shell.cgroup,
-  pidns: shell.pidns
+  pidns: shell.pidns,
+  reaper: shell.reaper
 })
 
 /**

@@ -189,7 +189,9 @@ export interface ProcessGroup {
    * itself has died of a signal, nothing may linger: that signal ends its
    * namespace (`--kill-child`), save where it came the moment after
    * `unshare` forked, before its child had set that up, and then the init
-   * and the command run on outside any group of ours.
+   * and the command run on outside any group of ours. Likewise once
+   * procScan's init has died of a signal: what it adopted went to PID 1,
+   * out of its descendant tree.
    */
   readonly mayLinger: Effect.Effect<boolean>
   /**
@@ -418,7 +420,8 @@ const prepare = (spec: SpawnSpec, shellId: string, cell: Cell, checkAlways: bool
     : [spec.command[0]!, spec.command.slice(1)]
   const env: Record<string, string | undefined> = spec.extendEnv === false ? { ...spec.env } : { ...process.env, ...spec.env }
   const ignored = (spec.ignoredSignals ?? []).filter((n) => Number.isInteger(n) && n > 0)
-  const missing = checkAlways || cell.backend !== "procScan" || ignored.length > 0 ? checkExecutable(command, env, spec.cwd) : undefined
+  // a bare procScan cell spawns the command itself, and spawn says what is missing; a wrapper could only exit
+  const missing = checkAlways || cell.backend !== "procScan" || cell.reaper || ignored.length > 0 ? checkExecutable(command, env, spec.cwd) : undefined
   const [file, args] = cell.wrap(...ignoring(ignored, command, commandArgs), report)
   // the tags set on the one copy of the environment a spawn makes, not on a second
   env.CORRAL_SHELL_IDS = shellIdChain(env, shellId)
@@ -870,8 +873,10 @@ const signalGroup = (table: ProcessTable["Type"], cell: Cell, leader: Leader, ta
 
 /**
  * A pidns leader (`unshare`) dies of most signals, and its namespace at once
- * with it (`--kill-child`), before the command could act on one: those go
- * to every other member of its group by pid, as `members` finds them.
+ * with it (`--kill-child`), before the command could act on one; procScan's
+ * init ignores all but SIGKILL, which would hand what the command orphaned
+ * to PID 1. Those go to every other member of the group by pid, as
+ * `members` finds them.
  */
 const sendToGroup = (
   table: ProcessTable["Type"],
@@ -880,10 +885,14 @@ const sendToGroup = (
   signal: NodeJS.Signals,
   members: Effect.Effect<ReadonlyArray<ProcessInfo>>
 ): Effect.Effect<void> =>
-  cell.backend !== "pidns" || GroupStop.pidnsLeaderSurvives(signal)
+  leaderSurvives(cell, signal)
     ? Effect.asVoid(table.signal(-pgid, signal))
     : Effect.flatMap(members, (found) =>
       Effect.forEach(found.filter((p) => p.pid !== pgid), (p) => table.signal(p.pid, signal), { discard: true }))
+
+/** Whether the cell's leader may get `signal` with the rest of its group (see `sendToGroup`). */
+const leaderSurvives = (cell: Cell, signal: NodeJS.Signals): boolean =>
+  cell.backend === "pidns" ? GroupStop.pidnsLeaderSurvives(signal) : !cell.reaper || signal !== "SIGKILL"
 
 /**
  * The shell's members in its leader's group, where the leader may have been
@@ -944,7 +953,7 @@ const assemble = (
     stdio: leader.stdio,
     exitStatus: Deferred.poll(exit).pipe(Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: Effect.asSome }))),
     awaitExit: Deferred.await(exit),
-    mayLinger: Effect.sync(() => base.cell.backend !== "pidns" || !leader.killed()),
+    mayLinger: Effect.sync(() => (base.cell.backend !== "pidns" && !base.cell.reaper) || !leader.killed()),
     unsafeOnExit: onExited,
     signal: signalGroup(base.table, base.cell, leader, target),
     writeStdin: leader.writeStdin,
@@ -1043,7 +1052,14 @@ const spawnWith = (services: Services, spec: SpawnSpec, releases: Releases.Relea
   const bornAfter = (yield* table.now) - 1
   // a cgroup lists its members; a scan for them need not read processes older than the shell
   const pidMark = cell.cgroup === undefined ? yield* table.mark : undefined
-  const held = { startTime: bornAfter, shellId, cgroup: cell.cgroup, pidns: cell.backend === "pidns" || undefined, pidMark } as const
+  const held = {
+    startTime: bornAfter,
+    shellId,
+    cgroup: cell.cgroup,
+    pidns: cell.backend === "pidns" || undefined,
+    reaper: cell.reaper || undefined,
+    pidMark
+  } as const
   yield* announce(services.watcher, releases, shellId, held)
   // made in one step: completed from the child's callbacks, by no fiber
   const sinks: Sinks = yield* Effect.sync(() => ({

@@ -16,8 +16,9 @@ const fixture = fileURLToPath(new URL("./fixtures/zombies-under-node-init.mjs", 
 // Creating a PID namespace needs unshare(1) and root, or else a user namespace of one's own, as the pidns backend makes
 const unshareArgs = [...(process.getuid?.() === 0 ? [] : ["--user", "--map-current-user"]), "--pid", "--fork", "--mount-proc"]
 const canUnshare = spawnSync("unshare", [...unshareArgs, "true"], { stdio: "ignore" }).status === 0
-// the zombies must be Node's, as PID 1: not a pidns shell's own init's (auto's pick where no cgroup is writable)
-const fixtureEnv = process.getuid?.() === 0 ? process.env : { ...process.env, CORRAL_CONTAINMENT: "procScan" }
+// the zombies must be Node's, as PID 1: not an init's of corral's, as a pidns shell's (auto's pick where no cgroup is
+// writable) and a procScan shell's on Linux have: procScan with the command as its leader then
+const fixtureEnv = process.getuid?.() === 0 ? process.env : { ...process.env, ZOMBIE_FIXTURE_BARE: "1" }
 
 /** The fixture's last line. */
 const FixtureResult = Schema.Struct({

@@ -24,10 +24,12 @@ export const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
 /**
  * The containment for tests of a process group's own shape (its members,
  * their count, zombies under a non-reaping PID 1): cgroup where one can be
- * made, else procScan. A PID namespace adds two wrapper processes and an
- * init that reaps; test/containment.test.ts covers it.
+ * made, else procScan with the command as its leader (`layerTest`, over the
+ * table provided: the real one here). A PID namespace adds two wrapper
+ * processes and an init that reaps, and procScan on Linux an init that
+ * reaps; test/containment.test.ts covers both.
  */
-export const groupContainment = Layer.catchAll(Containment.layerCgroup, () => Containment.layerProcScan)
+export const groupContainment = Layer.catchAll(Containment.layerCgroup, () => Containment.layerTest)
 
 // ---------------------------------------------------------------------------
 // The kernel's view, read straight from /proc

@@ -442,12 +442,14 @@ const namespaceInit = (g: Group): ProcessInfo | undefined =>
 
 /**
  * The live members that are the command's own: of a PID-namespace shell,
- * not `unshare` (its leader) nor the namespace's init, which corral put
- * there and which end on their own once the command's processes have. So a
+ * not `unshare` (its leader) nor the namespace's init, and of a procScan
+ * shell not its init (the leader), which corral put there and which end on
+ * their own once the command's processes have. So a
  * shell counts the same processes under every backend: a pidns command
  * that exited with nothing left behind is not lingering in its machinery.
  */
 export const commandsOf = (g: Group): ReadonlyArray<ProcessInfo> => {
+  if (g.target.reaper === true) return g.live.filter((p) => p.pid !== g.target.pgid)
   if (g.target.pidns !== true) return g.live
   const init = namespaceInit(g)
   return g.live.filter((p) => p.pid !== g.target.pgid && p !== init)

@@ -119,6 +119,7 @@ const journalShell = (s: Shell): Effect.Effect<Journal.JournalShell> =>
     bornAfter: s.group.target.startTime,
     cgroup: s.group.target.cgroup,
     pidns: s.group.target.pidns,
+    reaper: s.group.target.reaper,
     command: s.base.command,
     cwd: s.base.cwd,
     owner: s.base.owner,

@@ -23,6 +23,8 @@ export const StopTarget = Schema.Struct({
   cgroup: Schema.optional(Schema.String),
   /** Set when the leader (`unshare`) holds the shell in a PID namespace of its own. */
   pidns: Schema.optional(Schema.Literal(true)),
+  /** Set when the leader is corral's init, a child subreaper whose child is the command (procScan, ADR 58). */
+  reaper: Schema.optional(Schema.Literal(true)),
   /** Where the pid allocator stood just before the spawn: a scan for members skips the pids not handed out since. */
   pidMark: Schema.optional(PidMark),
   /**
