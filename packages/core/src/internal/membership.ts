@@ -210,8 +210,13 @@ const makeWith = (
    * member by its own group, session, tag or namespace, or by a parent
    * that was): so once those are gone, only a process born since can be
    * one, and where the allocator has handed out no pid since, there is none.
+   * Those still known (procScan's init, which adopts the newborns) stay.
    */
-  const scanNewborn = Effect.map(findFrom(() => lastScan ?? since), assign)
+  const scanNewborn = Effect.map(findFrom(() => lastScan ?? since), (found) =>
+    groups.forEach((g) => {
+      const born = (found.get(g) ?? []).filter((p) => !g.live.some((q) => q.pid === p.pid))
+      g.live = [...g.live, ...born]
+    }))
 
   // a recheck reads the same members again: through files kept open
   const stillAlive = (p: ProcessInfo) =>
