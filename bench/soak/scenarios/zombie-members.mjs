@@ -9,7 +9,7 @@ const ORPHANS = 6
 
 export default {
   id: "zombie-members",
-  summary: `leader exits, its ${ORPHANS} orphans die unreaped under Node as PID 1 (under pidns, reaped by the shell's own init)`,
+  summary: `leader exits, its ${ORPHANS} orphans die unreaped under Node as PID 1 (under pidns and procScan, reaped by the shell's own init)`,
   orphans: true,
   run: (ctx) =>
     withRegistry(ctx, Effect.gen(function*() {
@@ -17,9 +17,11 @@ export default {
       const table = yield* ProcessTable
       const bornAfter = (yield* table.now) - 1
       const shell = yield* start(`for i in $(seq ${ORPHANS}); do (sleep 0.2 &); done`)
-      if (shell.containment === "pidns") {
-        // the shell's namespace has an init of its own that reaps: its orphans never stay zombies
-        yield* waitFor(`group ${shell.pid} reaped by its namespace's init`, () =>
+      // a pidns shell's namespace has an init of its own that reaps, and so does a procScan shell, led by
+      // corral's init (a child subreaper, ADR 58) where perl is there: its orphans never stay zombies
+      const ledByInit = shell.containment === "pidns" || Kernel.scan().some((p) => p.pid === shell.pid && p.comm === "perl")
+      if (ledByInit) {
+        yield* waitFor(`group ${shell.pid} reaped by the shell's own init`, () =>
           Kernel.scan().some((p) => p.pgid === shell.pid) ? undefined : true)
       } else {
         const zombies = yield* waitFor(`${ORPHANS} zombies in group ${shell.pid}`, () => {
