@@ -473,8 +473,11 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
           const group = yield* ProcessGroup.spawn({ command: `trap 'sleep 7${token} & exit 0' TERM; sleep 6${token} & wait` })
           yield* waitUntil("the first sleep", () => marked(token).some((pid) => commOf(pid) === "sleep"))
           const report = yield* group.stop({ grace: Duration.seconds(10) })
-          expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, killed: 0, survivors: [] })
-          expect(report.durationMs, JSON.stringify(report)).toBeLessThan(5_000)
+          // one to the group, one to the job by pid, within the grace. Whether the job then dies of it is dash's
+          // business: a SIGTERM that meets its fork before the child has reset the trap is lost (about 1 stop in
+          // 30), and only the kill ends that job. Without the job's own SIGTERM, the count here is 1.
+          expect(report.signals.SIGTERM, JSON.stringify(report)).toBe(2)
+          expect(report.survivors, JSON.stringify(report)).toEqual([])
           yield* staysEmpty(token)
         }).pipe(Effect.provide(layerFor(backend))))
 
