@@ -595,9 +595,10 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
         Effect.gen(function*() {
           const token = newToken()
           yield* Effect.addFinalizer(() => killMarked(token))
-          // the child ignores the hangup the terminal's end sends (cgroup, procScan: the leader is the session's)
+          // the child ignores the hangup the terminal's end sends (cgroup: the command leads the session)
           const group = yield* ProcessGroup.spawn({ command: `trap '' HUP; sleep 6${token} & exit 3`, tty: true })
-          // under pidns the leader is unshare, which waits for the whole namespace: the init's report says it sooner
+          // under pidns the leader is unshare, which waits for the whole namespace, and under procScan the init,
+          // which waits for what it adopted: the init's report says it sooner
           const exit = yield* group.awaitExit.pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "no exit status in 5 s" }))
           expect(exit).toEqual({ _tag: "Exited", code: 3 })
           const containment = yield* Containment
