@@ -1224,6 +1224,24 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
     })
   }
 
+  describe.skipIf(!procScanReaps)("backend procScan: its init (needs Linux and perl)", () => {
+    it.scopedLive("a SIGKILL sent to the shell ends its command and spares the init, which keeps what the command left: the stop ends that", () =>
+      Effect.gen(function*() {
+        const token = newToken()
+        yield* Effect.addFinalizer(() => killMarked(token))
+        const group = yield* ProcessGroup.spawn({ command: `setsid sleep 6${token} & wait` })
+        yield* waitUntil("the escaper", () => sleeping(token))
+        yield* group.signal("SIGKILL")
+        expect(yield* group.awaitExit).toEqual({ _tag: "Signaled", signal: "SIGKILL" })
+        // killed with the command, the init would hand the escaper to PID 1
+        expect(commOf(group.pid), "the init after the SIGKILL").toBe("perl")
+        const escaper = marked(token).find((pid) => commOf(pid) === "sleep")!
+        expect(Number(fs.readFileSync(`/proc/${escaper}/stat`, "latin1").split(") ")[1]!.split(" ")[1]), "the escaper's parent").toBe(group.pid)
+        yield* group.stop()
+        yield* staysEmpty(token)
+      }).pipe(Effect.provide(layerFor("procScan"))))
+  })
+
   for (const backend of exact) {
     describe(`backend ${backend}: nothing can leave a table that lies`, () => {
       // the table hides the sleeper, and under pidns every process of the namespace and its leader too: the stop sees none

@@ -347,7 +347,7 @@ interface Sinks {
   readonly markClosed: () => void
   /** Whether `closed` is complete, asked without a fiber (a group's release). */
   readonly isClosed: () => boolean
-  /** A pidns init forked the command: only where an init reports (`Cell.reportsExit`). */
+  /** corral's init forked the command (pidns, procScan's): only where an init reports (`Cell.reportsExit`). */
   readonly forked: Deferred.Deferred<void> | undefined
 }
 
@@ -556,8 +556,8 @@ const onOutputEnd = (child: ChildProcess, f: () => void) => {
 /**
  * The leader on a pseudo-terminal. The pty package forks it into a session
  * of its own, as `detached` does, so the cell's wrapper joins it to the
- * cgroup before the command's first instruction exactly as on pipes. The
- * pidns cell's init reports on the socket at `report`, as the terminal
+ * cgroup before the command's first instruction exactly as on pipes. An
+ * init (pidns's, procScan's) reports on the socket at `report`, as the terminal
  * passes it no fd 3.
  */
 const ptyLeader = (spec: SpawnSpec, shellId: string, cell: Cell, { exited, markClosed, output }: Sinks, report: string) =>
