@@ -674,7 +674,7 @@ const announce = (
 ) =>
   watcher === undefined ? Effect.void : Effect.map(
     watcher.add(shellId, { pgid: -1, sid: -1, ...held }),
-    () => releases.add(() => watcher.remove(shellId))
+    () => releases.add(() => watcher.unsafeRemove(shellId))
   )
 
 /**

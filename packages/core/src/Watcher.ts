@@ -53,6 +53,12 @@ export class Watcher extends Context.Tag("@corral/core/Watcher")<Watcher, {
   readonly update: (key: string, target: StopTarget) => Effect.Effect<void>
   /** Withdraws a target; sent with the next batch. */
   readonly remove: (key: string) => Effect.Effect<void>
+  /**
+   * `remove` done now: for a group's release, which runs synchronously where
+   * it has nothing to wait for (see `internal/releases`), where an effect
+   * would make every release of a shutdown's 200 wait in one chain of them.
+   */
+  readonly unsafeRemove: (key: string) => void
   /** Watches the group for the scope's lifetime. */
   readonly guard: (target: StopTarget) => Effect.Effect<void, never, Scope.Scope>
   /**
@@ -266,15 +272,16 @@ export const make = Effect.gen(function*() {
       watched.set(key, target)
       enqueue({ op: "add", key, target }, false)
     })
-  const remove = (key: string) =>
-    Effect.sync(() => {
-      if (watched.delete(key)) enqueue({ op: "remove", key }, false)
-    })
+  const unsafeRemove = (key: string) => {
+    if (watched.delete(key)) enqueue({ op: "remove", key }, false)
+  }
+  const remove = (key: string) => Effect.sync(() => unsafeRemove(key))
   return Watcher.of({
     pid: Effect.sync(() => current.pid ?? 0),
     add,
     update,
     remove,
+    unsafeRemove,
     guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target))),
     watchCells: (cells) =>
       Effect.acquireRelease(

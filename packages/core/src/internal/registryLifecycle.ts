@@ -39,11 +39,12 @@ export interface Options {
   readonly spawn: (spec: SpawnSpec) => Effect.Effect<ProcessGroup.OwnedGroup, ProcessGroup.ProcessGroupError>
 }
 
-const markStopping = (shell: Shell, by: StopCause) =>
-  Effect.sync(() => {
-    const s = MutableRef.get(shell.status)
-    if (isRunning(s)) MutableRef.set(shell.status, { _tag: "Stopping", by })
-  })
+const unsafeMarkStopping = (shell: Shell, by: StopCause) => {
+  const s = MutableRef.get(shell.status)
+  if (isRunning(s)) MutableRef.set(shell.status, { _tag: "Stopping", by })
+}
+
+const markStopping = (shell: Shell, by: StopCause) => Effect.sync(() => unsafeMarkStopping(shell, by))
 
 /**
  * Where a stop leaves a shell that is still active. It was killed by corral
@@ -293,13 +294,15 @@ export const make = (options: Options) =>
         // shells whose later life has not begun: the shutdown ends them with the others
         const unfollowed = pending
         pending = []
-        yield* journal.stopWriting
         const all = [...shells.byId.values()]
-        yield* Effect.forEach(all, (shell) => markStopping(shell, "shutdown"), { discard: true })
-        // the stop first: its first signals go out while the interrupts of the lifecycles under way (of shells
-        // that ended) run, and the kernel ends the processes meanwhile. A lifecycle that got past its
-        // interrupt's reach joins this stop and settles and closes its shell once, as below (both are once only)
+        // one step for all: each shell's own effect cost a 200-shell shutdown 0.3-0.7 ms before its first signal
+        yield* Effect.sync(() => all.forEach((shell) => unsafeMarkStopping(shell, "shutdown")))
+        // the stop first: its first signals go out while the journal's writer and the interrupts of the
+        // lifecycles under way (of shells that ended) are waited for, and the kernel ends the processes
+        // meanwhile. A lifecycle that got past its interrupt's reach joins this stop and settles and closes
+        // its shell once, as below (both are once only)
         const stopping = yield* Effect.fork(ProcessGroup.stopAll(all.map((s) => s.group)))
+        yield* journal.stopWriting
         // a lingering shell's lifecycle would scan for its group and settle it again: here all are settled at once
         yield* Fiber.interruptAll([keeper, ...Array.from(lifecycles, ([, fiber]) => fiber)])
         const reports = yield* Fiber.join(stopping)
