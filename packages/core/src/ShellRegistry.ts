@@ -17,6 +17,7 @@ import type { OutputChunk } from "./OutputBuffer.js"
 import * as CommandShell from "./CommandShell.js"
 import { Containment } from "./Containment.js"
 import { ProcessTable } from "./ProcessTable.js"
+import { underCallerSpan } from "./internal/callerSpan.js"
 import * as RegistryAdmission from "./internal/registryAdmission.js"
 import * as RegistryCrashSafety from "./internal/registryCrashSafety.js"
 import * as RegistryInput from "./internal/registryInput.js"
@@ -101,8 +102,14 @@ export interface RegistryOptions {
 }
 
 export class ShellRegistry extends Context.Tag("@corral/core/ShellRegistry")<ShellRegistry, {
+  /**
+   * Starts a shell and returns once it runs. Traced as `ShellRegistry.start`
+   * where the caller is (inside a span of its own); a bare call makes no
+   * span, as one costs a start 0.2 ms when nothing warmed the tracing code (ADR 59).
+   */
   readonly start: (spec: SpawnSpec, options: StartOptions) => Effect.Effect<ShellInfo, StartError>
   readonly output: (id: string, options?: OutputOptions) => Effect.Effect<OutputResult, UnknownShell | InvalidPattern | InvalidOption>
+  /** Stops the shell (only its owner may) and returns its stop's report. Traced as `ShellRegistry.kill` where the caller is, as `start`. */
   readonly kill: (id: string, options: { readonly owner: string }) => Effect.Effect<StopReport, UnknownShell | NotOwner>
   /** Writes to the shell's stdin, or closes it with `eof`; only its owner may. */
   readonly write: (
@@ -192,7 +199,7 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
   const shutdown = yield* Effect.cached(Effect.uninterruptible(admission.close(life.shutdown)))
   yield* Effect.addFinalizer(() => shutdown)
 
-  const start = Effect.fn("ShellRegistry.start")(function*(spec: SpawnSpec, startOptions: StartOptions) {
+  const start = Effect.fnUntraced(function*(spec: SpawnSpec, startOptions: StartOptions) {
     const info = yield* admission.admitted((id) => {
       const tag = `${Journal.keyOf(safety.supervisor())}:${id}`
       return life.launch(id, tag, withShell(spec, commandShell, tag), startOptions)
@@ -202,11 +209,11 @@ const make = Effect.fn("ShellRegistry.make")(function*(options: RegistryOptions)
     // `initialize`) starts none
     yield* ShellOutput.warm
     return info
-  })
+  }, underCallerSpan("ShellRegistry.start"))
 
-  const kill = Effect.fn("ShellRegistry.kill")(function*(id: string, killOptions: { readonly owner: string }) {
+  const kill = Effect.fnUntraced(function*(id: string, killOptions: { readonly owner: string }) {
     return yield* life.kill(yield* input.owned(id, killOptions.owner))
-  })
+  }, underCallerSpan("ShellRegistry.kill"))
 
   return ShellRegistry.of({
     start,

@@ -17,8 +17,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import { environOf, inPidNamespace, kernelProcess, waitFor } from "./helpers.js"
 import {
   awaitEvent,
@@ -52,6 +54,28 @@ const awaitStatus = <T extends ShellStatus["_tag"]>(id: string, tag: T) =>
     `status ${tag} of ${id}`,
     Effect.map(statusOf(id), (status) => (status._tag === tag ? (status as Extract<ShellStatus, { _tag: T }>) : undefined))
   )
+
+describe("tracing", () => {
+  it.live("start and kill are spans of a traced caller's span, and a bare call makes none", () =>
+    Effect.gen(function*() {
+      const registry = yield* ShellRegistry
+      const native = yield* Effect.tracer
+      const spans: Array<string> = []
+      const recording = Tracer.make({
+        span: (name, parent, ...rest) => {
+          const under = Option.match(parent, { onNone: () => "root", onSome: (p) => (p._tag === "Span" ? p.name : "external") })
+          spans.push(`${name} under ${under}`)
+          return native.span(name, parent, ...rest)
+        },
+        context: native.context
+      })
+      const startThenKill = Effect.flatMap(registry.start(sleeper, { owner }), (info) => registry.kill(info.id, { owner }))
+      yield* Effect.withTracer(startThenKill, recording)
+      expect(spans).toEqual([])
+      yield* Effect.withTracer(Effect.withSpan(startThenKill, "caller"), recording)
+      expect(spans).toEqual(["caller under root", "ShellRegistry.start under caller", "ShellRegistry.kill under caller"])
+    }).pipe(Effect.provide(registryLayer())))
+})
 
 describe("start, info and list", () => {
   it.live("returns at once with the shell's id, pid, command, cwd, name, owner and start time", () =>
