@@ -6,8 +6,10 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as ShellTools from "@corral/tools/ShellTools"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import { call, inPidNamespace, okText, withTools } from "./helpers.js"
 
 describe.skipIf(!inPidNamespace)("ShellTools over real processes (stopping groups orphans processes: needs the PID namespace of npm test)", () => {
@@ -143,6 +145,24 @@ describe.skipIf(!inPidNamespace)("ShellTools over real processes (stopping group
         const text = okText(yield* call("kill_bash", { shell_id: "s1" }))
         expect(text).toContain("it escalated to SIGKILL because something ignored SIGTERM for the 300ms grace period")
         expect(text).toContain("[status: killed by SIGKILL (stopped on request)")
+      })))
+
+    it.live("the tools' spans hold the registry's: a trace shows bash over ShellRegistry.start, kill_bash over ShellRegistry.kill", () =>
+      withTools(Effect.gen(function*() {
+        const native = yield* Effect.tracer
+        const spans: Array<string> = []
+        const recording = Tracer.make({
+          span: (name, parent, ...rest) => {
+            if (name.startsWith("ShellRegistry.")) {
+              spans.push(`${name} under ${Option.match(parent, { onNone: () => "root", onSome: (p) => (p._tag === "Span" ? p.name : "external") })}`)
+            }
+            return native.span(name, parent, ...rest)
+          },
+          context: native.context
+        })
+        yield* Effect.withTracer(call("bash", { command: "sleep 30", run_in_background: true }), recording)
+        yield* Effect.withTracer(call("kill_bash", { shell_id: "s1" }), recording)
+        expect(spans).toEqual(["ShellRegistry.start under ShellTools.bash", "ShellRegistry.kill under ShellTools.kill_bash"])
       })))
 
     it.live("list_shells shows id, status, time and command", () =>
