@@ -81,7 +81,8 @@ export const make = (options: RegistryOptions, shells: Shells) =>
       emptied: (groups) =>
         Option.match(watcher, {
           onNone: () => Effect.void,
-          onSome: (w) => Effect.zipRight(Effect.forEach(groups, (g) => w.remove(Watcher.keyOf(g.target)), { discard: true }), w.endIfIdle)
+          // one step for all, as the shutdown marks its shells stopping: not an effect per group
+          onSome: (w) => Effect.zipRight(Effect.sync(() => groups.forEach((g) => w.unsafeRemove(Watcher.keyOf(g.target)))), w.endIfIdle)
         })
     } satisfies CrashSafety
   })
