@@ -30,6 +30,7 @@ import { isGone, ProcessTable } from "../ProcessTable.js"
 import * as Cgroup from "./cgroup.js"
 import * as Pidns from "./pidns.js"
 import { makeKeptFiles } from "./readSmall.js"
+import { OwnerIndex } from "./scanOwners.js"
 
 /** The backend that held a target. */
 export const backendOf = (target: StopTarget): Backend =>
@@ -126,44 +127,110 @@ export const make = (
   table: ProcessTable["Type"],
   targets: ReadonlyArray<StopTarget>,
   reached: ReadonlyMap<number, Iterable<number>> = new Map()
-): Effect.Effect<Membership> => Effect.map(table.keptLookups, (kept) => makeWith(table, kept, targets, reached))
+): Effect.Effect<Membership> => Effect.map(table.keptLookups, (kept) => new Members(table, kept, targets, reached))
 
-const makeWith = (
-  table: ProcessTable["Type"],
-  kept: KeptLookups,
-  targets: ReadonlyArray<StopTarget>,
-  reached: ReadonlyMap<number, Iterable<number>>
-): Membership => {
-  const groups = targets.map((target): Group => ({
-    target,
-    live: [],
-    sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 },
-    escaped: new Set(),
-    assumed: new Set(target.cgroup === undefined ? [] : reached.get(target.pgid) ?? []),
-    struck: 0
-  }))
-  const scanned = groups.filter((g) => g.target.cgroup === undefined)
-  const tree = makeTreeIndex(table, scanned)
-  const since = earliestMark(scanned)
-  // where the pid allocator stood when the last scan began: a process born since has a pid handed out after it
-  let lastScan: PidMark | undefined
-  const scanTable = (from: PidMark | undefined) =>
-    Effect.gen(function*() {
-      const mark = yield* table.mark
-      const all = yield* (from === undefined ? table.scan : table.scanSince(from))
-      lastScan = mark
-      return all
+class Members implements Membership {
+  readonly groups: ReadonlyArray<Group>
+  readonly scan: Effect.Effect<void>
+  readonly scanNewborn: Effect.Effect<void>
+  readonly recheck: Effect.Effect<void>
+  readonly kill: Effect.Effect<void>
+  readonly release: Effect.Effect<void>
+  private readonly table: ProcessTable["Type"]
+  private readonly kept: KeptLookups
+  private readonly owners: OwnerIndex
+  private readonly signals: Signals
+  /** The mark of the shell spawned first, if every scanned one has one: no member is older. */
+  private readonly since: PidMark | undefined
+  /** Where the pid allocator stood when the last scan began: a process born since has a pid handed out after it. */
+  private lastScan: PidMark | undefined
+  /** Each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again. */
+  private readonly trees = new Map<string, ReadonlyArray<string>>()
+  /** A stop reads a cgroup's listing and events again and again: kept open, each read is one syscall, not three. */
+  private readonly files = makeKeptFiles(MAX_KEPT_FILES)
+  /**
+   * Groups struck whole: a cell `cgroup.kill` struck, or a PID namespace
+   * whose init got SIGKILL (see `namespaceInit`). Each of its members is
+   * dying and none can be born, so whether any is left is one small read:
+   * the cell's events, or the init's state. Reading a thousand dying
+   * members at every check took more CPU than the kill, CPU their exits
+   * were waiting for.
+   */
+  private readonly struckWhole = new Set<Group>()
+
+  constructor(
+    table: ProcessTable["Type"],
+    kept: KeptLookups,
+    targets: ReadonlyArray<StopTarget>,
+    reached: ReadonlyMap<number, Iterable<number>>
+  ) {
+    this.table = table
+    this.kept = kept
+    this.groups = targets.map((target) => newGroup(target, reached))
+    const scanned = this.groups.filter((g) => g.target.cgroup === undefined)
+    this.owners = new OwnerIndex(table, scanned)
+    this.since = earliestMark(scanned)
+    this.signals = makeSignals(table)
+    const find = this.findFrom(() => this.since)
+    this.scan = Effect.map(find, (found) => this.groups.forEach((g) => (g.live = found.get(g) ?? [])))
+    this.scanNewborn = Effect.map(this.findFrom(() => this.lastScan ?? this.since), (found) => this.addNewborn(found))
+    this.recheck = Effect.forEach(this.groups, (g) => this.recheckGroup(g), { discard: true })
+    this.kill = makeKill(this.groups, find, this.signals.toFound, (g, cgroup) => this.relist(g, cgroup), this.struckWhole)
+    this.release = Effect.zipRight(Effect.sync(this.files.close), kept.close)
+  }
+
+  readonly signal = (sig: Signal, only: ReadonlyArray<Group> = this.groups) =>
+    this.signals.toFound(new Map(only.map((g) => [g, g.live])), sig)
+
+  readonly signalEach = (group: Group, members: ReadonlyArray<ProcessInfo>, sig: Signal) => this.signals.each(group, members, sig)
+
+  readonly resolve = (g: Group, now: boolean): Effect.Effect<ReadonlyArray<ProcessInfo>> =>
+    Effect.gen(this, function*() {
+      const pending = g.live.filter((p) => g.assumed.has(p.pid))
+      if (pending.length === 0) return []
+      // a signal of 0 to a group that still has a process is accepted
+      if (!now && (yield* this.table.signal(-g.target.pgid, 0))) return []
+      pending.forEach((p) => g.assumed.delete(p.pid))
+      const resolved = yield* this.readLive(pending.map((p) => p.pid))
+      const byPid = new Map(resolved.map((p) => [p.pid, p]))
+      const wasPending = new Set(pending)
+      g.live = g.live.flatMap((p) => !wasPending.has(p) ? [p] : byPid.has(p.pid) ? [byPid.get(p.pid)!] : [])
+      return resolved
     })
 
-  const lookupLive = (pid: number) => Effect.map(table.lookup(pid), Option.filter((p) => !isGone(p)))
+  /** Every group's members: scanned ones from a scan of the table since `from()`, the others from their cells. */
+  private findFrom(from: () => PidMark | undefined): Effect.Effect<Found> {
+    return Effect.gen(this, function*() {
+      const byScan = this.owners.scanned ? yield* this.owners.members(yield* this.scanTable(from())) : new Map<Group, Array<ProcessInfo>>()
+      const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
+      for (const g of this.groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* this.cgroupMembers(g, g.target.cgroup))
+      return found
+    })
+  }
 
-  const readLive = (pids: ReadonlyArray<number>) => Effect.map(Effect.forEach(pids, lookupLive), Arr.getSomes)
+  private scanTable(from: PidMark | undefined) {
+    return Effect.gen(this, function*() {
+      const mark = yield* this.table.mark
+      const all = yield* (from === undefined ? this.table.scan : this.table.scanSince(from))
+      this.lastScan = mark
+      return all
+    })
+  }
 
-  // each cgroup's tree as its last full reading found it: a recheck reads those listings without listing directories again
-  const trees = new Map<string, ReadonlyArray<string>>()
-  // a stop reads a cgroup's listing and events again and again: kept open, each read is one syscall, not three
-  const files = makeKeptFiles(MAX_KEPT_FILES)
-  const read = files.readOr
+  /**
+   * Every member alive at the last scan was found by it (a process is a
+   * member by its own group, session, tag or namespace, or by a parent
+   * that was): so once those are gone, only a process born since can be
+   * one, and where the allocator has handed out no pid since, there is none.
+   * Those still known (procScan's init, which adopts the newborns) stay.
+   */
+  private addNewborn(found: Found) {
+    for (const g of this.groups) {
+      const born = (found.get(g) ?? []).filter((p) => !g.live.some((q) => q.pid === p.pid))
+      g.live = [...g.live, ...born]
+    }
+  }
+
   /**
    * A member listed may die before it is read, and the child it forked first
    * was not listed (a pid hopper): so the kernel's `populated` flag, not an
@@ -174,19 +241,20 @@ const makeWith = (
    * before each read, or hidden from the table): those last listed are
    * assumed, so the stop goes on, strikes the cell and says so.
    */
-  const cgroupMembers = (g: Group, dir: string) =>
-    Effect.gen(function*() {
+  private cgroupMembers(g: Group, dir: string) {
+    return Effect.gen(this, function*() {
+      const read = this.files.readOr
       let listed: ReadonlyArray<number> = []
       for (let reading = 0; reading < MAX_CGROUP_READINGS; reading++) {
         const populated = Cgroup.populatedOf(dir, read)
         if (populated === undefined) return g.live.length > 0 ? g.live : [...g.assumed].map((pid) => assumedMember(g.target, pid))
         if (!populated) return []
         const tree = Cgroup.tree(dir, read)
-        trees.set(dir, tree)
+        this.trees.set(dir, tree)
         const pids = tree.flatMap((cgroup) => Cgroup.ownProcs(cgroup, read))
         const found = [
           ...pids.filter((pid) => g.assumed.has(pid)).map((pid) => assumedMember(g.target, pid)),
-          ...yield* readLive(pids.filter((pid) => !g.assumed.has(pid)))
+          ...yield* this.readLive(pids.filter((pid) => !g.assumed.has(pid)))
         ]
         if (found.length > 0) return found
         listed = pids
@@ -194,104 +262,69 @@ const makeWith = (
       listed.forEach((pid) => g.assumed.add(pid))
       return listed.map((pid) => assumedMember(g.target, pid))
     })
+  }
 
-  const findFrom = (from: () => PidMark | undefined): Effect.Effect<Found> =>
-    Effect.gen(function*() {
-      const byScan = tree.scanned ? yield* tree.members(yield* scanTable(from())) : new Map<Group, Array<ProcessInfo>>()
-      const found = new Map<Group, ReadonlyArray<ProcessInfo>>()
-      for (const g of groups) found.set(g, g.target.cgroup === undefined ? byScan.get(g) ?? [] : yield* cgroupMembers(g, g.target.cgroup))
-      return found
-    })
-  const find = findFrom(() => since)
-  const assign = (found: Found) => groups.forEach((g) => (g.live = found.get(g) ?? []))
-  const scan = Effect.map(find, assign)
-  /**
-   * Every member alive at the last scan was found by it (a process is a
-   * member by its own group, session, tag or namespace, or by a parent
-   * that was): so once those are gone, only a process born since can be
-   * one, and where the allocator has handed out no pid since, there is none.
-   * Those still known (procScan's init, which adopts the newborns) stay.
-   */
-  const scanNewborn = Effect.map(findFrom(() => lastScan ?? since), (found) =>
-    groups.forEach((g) => {
-      const born = (found.get(g) ?? []).filter((p) => !g.live.some((q) => q.pid === p.pid))
-      g.live = [...g.live, ...born]
-    }))
+  private readLive(pids: ReadonlyArray<number>) {
+    return Effect.map(
+      Effect.forEach(pids, (pid) => Effect.map(this.table.lookup(pid), Option.filter((p) => !isGone(p)))),
+      Arr.getSomes
+    )
+  }
 
-  // a recheck reads the same members again: through files kept open
-  const stillAlive = (p: ProcessInfo) =>
-    Effect.map(kept.lookup(p.pid), Option.exists((now) => !isGone(now) && now.startTime === p.startTime))
+  private recheckGroup(g: Group): Effect.Effect<void> {
+    const { cgroup } = g.target
+    // none known: nothing to read (a stop of many groups rechecks the ones that have not emptied yet)
+    if (g.live.length === 0) return Effect.void
+    const readEach = Effect.map(Effect.filter(g.live, this.stillAlive), (live) => void (g.live = live))
+    const init = cgroup === undefined && this.struckWhole.has(g) ? namespaceInit(g) : undefined
+    // the kernel reaps a namespace's last process before its init becomes a zombie: while the init lives, so may
+    // the others; once it is gone, they are read to make sure, as any scanned member is
+    if (init !== undefined) return Effect.flatMap(this.stillAlive(init), (alive) => alive ? Effect.void : readEach)
+    if (cgroup === undefined) return readEach
+    if (!this.struckWhole.has(g)) return Effect.sync(() => this.relist(g, cgroup))
+    // a cell reads empty once its last member has left it, a moment before that member is done exiting:
+    // those struck are looked at once it is empty, and the few still exiting at the next check
+    return Cgroup.unpopulated(cgroup, this.files.readOr)
+      ? Effect.map(Effect.filter(g.live, this.stillExiting), (live) => void (g.live = live))
+      : Effect.void
+  }
+
+  /** A recheck reads the same members again: through files kept open. */
+  private readonly stillAlive = (p: ProcessInfo) =>
+    Effect.map(this.kept.lookup(p.pid), Option.exists((now) => !isGone(now) && now.startTime === p.startTime))
+
+  /** A member struck, and no longer in its cell: one a signal 0 no longer finds (reaped) needs no read of its /proc. */
+  private readonly stillExiting = (p: ProcessInfo) =>
+    Effect.flatMap(this.table.signal(p.pid, 0), (found) => found ? this.stillAlive(p) : Effect.succeed(false))
+
   /** A cgroup's listing holds only its live members, ours whoever they are: one read for all of them, not one per member. */
-  const relist = (g: Group, cgroup: string) => {
+  private relist(g: Group, cgroup: string) {
     // a known member is in a cgroup the last full reading listed (or gone with it); one unreadable leaves them all known
-    const listings = (trees.get(cgroup) ?? Cgroup.tree(cgroup, read)).map((dir) => listingOf(dir))
+    const listings = (this.trees.get(cgroup) ?? Cgroup.tree(cgroup, this.files.readOr)).map((dir) => this.listingOf(dir))
     if (listings.includes(undefined)) return
     const present = new Set(listings.flat())
     g.live = g.live.filter((p) => present.has(p.pid))
   }
+
   /** A cgroup's own pids; none for one removed; undefined where it cannot be read. */
-  const listingOf = (dir: string): ReadonlyArray<number> | undefined => {
+  private listingOf(dir: string): ReadonlyArray<number> | undefined {
     try {
-      return Cgroup.ownProcs(dir, files.read)
+      return Cgroup.ownProcs(dir, this.files.read)
     } catch (error) {
       return (error as NodeJS.ErrnoException).code === "ENOENT" ? [] : undefined
     }
   }
-  /**
-   * Groups struck whole: a cell `cgroup.kill` struck, or a PID namespace
-   * whose init got SIGKILL (see `namespaceInit`). Each of its members is
-   * dying and none can be born, so whether any is left is one small read:
-   * the cell's events, or the init's state. Reading a thousand dying
-   * members at every check took more CPU than the kill, CPU their exits
-   * were waiting for.
-   */
-  const struckWhole = new Set<Group>()
-  const recheckGroup = (g: Group) => {
-    const { cgroup } = g.target
-    // none known: nothing to read (a stop of many groups rechecks the ones that have not emptied yet)
-    if (g.live.length === 0) return Effect.void
-    const readEach = Effect.map(Effect.filter(g.live, stillAlive), (live) => void (g.live = live))
-    const init = cgroup === undefined && struckWhole.has(g) ? namespaceInit(g) : undefined
-    // the kernel reaps a namespace's last process before its init becomes a zombie: while the init lives, so may
-    // the others; once it is gone, they are read to make sure, as any scanned member is
-    if (init !== undefined) return Effect.flatMap(stillAlive(init), (alive) => alive ? Effect.void : readEach)
-    if (cgroup === undefined) return readEach
-    if (!struckWhole.has(g)) return Effect.sync(() => relist(g, cgroup))
-    // a cell reads empty once its last member has left it, a moment before that member is done exiting:
-    // those struck are looked at once it is empty, and the few still exiting at the next check
-    return Cgroup.unpopulated(cgroup, read) ? Effect.map(Effect.filter(g.live, stillExiting), (live) => void (g.live = live)) : Effect.void
-  }
-  /** A member struck, and no longer in its cell: one a signal 0 no longer finds (reaped) needs no read of its /proc. */
-  const stillExiting = (p: ProcessInfo) => Effect.flatMap(table.signal(p.pid, 0), (found) => found ? stillAlive(p) : Effect.succeed(false))
-  const recheck = Effect.forEach(groups, recheckGroup, { discard: true })
-
-  const resolve = (g: Group, now: boolean) =>
-    Effect.gen(function*() {
-      const pending = g.live.filter((p) => g.assumed.has(p.pid))
-      if (pending.length === 0) return []
-      // a signal of 0 to a group that still has a process is accepted
-      if (!now && (yield* table.signal(-g.target.pgid, 0))) return []
-      pending.forEach((p) => g.assumed.delete(p.pid))
-      const resolved = yield* readLive(pending.map((p) => p.pid))
-      const byPid = new Map(resolved.map((p) => [p.pid, p]))
-      const wasPending = new Set(pending)
-      g.live = g.live.flatMap((p) => !wasPending.has(p) ? [p] : byPid.has(p.pid) ? [byPid.get(p.pid)!] : [])
-      return resolved
-    })
-
-  const signals = makeSignals(table)
-  return {
-    groups,
-    scan,
-    scanNewborn,
-    recheck,
-    signal: (sig, only = groups) => signals.toFound(new Map(only.map((g) => [g, g.live])), sig),
-    signalEach: signals.each,
-    kill: makeKill(groups, find, signals.toFound, relist, struckWhole),
-    resolve,
-    release: Effect.zipRight(Effect.sync(files.close), kept.close)
-  }
 }
+
+/** A group as its stop begins: nothing found or sent yet; a cgroup's pids the first signal reached are assumed members. */
+const newGroup = (target: StopTarget, reached: ReadonlyMap<number, Iterable<number>>): Group => ({
+  target,
+  live: [],
+  sent: { SIGTERM: 0, SIGCONT: 0, SIGKILL: 0 },
+  escaped: new Set(),
+  assumed: new Set(target.cgroup === undefined ? [] : reached.get(target.pgid) ?? []),
+  struck: 0
+})
 
 /** An assumed member: in the target's group and session, as far as the stop is concerned, until it is read. */
 const assumedMember = (target: StopTarget, pid: number): ProcessInfo => ({
@@ -313,6 +346,8 @@ const earliestMark = (groups: ReadonlyArray<Group>) => {
 }
 
 /** Signals to members, each counted on its group when the kernel accepted it. */
+type Signals = ReturnType<typeof makeSignals>
+
 const makeSignals = (table: ProcessTable["Type"]) => {
   const send = (group: Group, target: number, signal: Signal) =>
     Effect.map(table.signal(target, signal), (accepted) => {
@@ -480,134 +515,3 @@ const heldNow = (before: ReadonlyArray<ProcessInfo>, now: ReadonlyArray<ProcessI
   const seen = new Set(now.map((p) => `${p.pid}:${p.startTime}`))
   return [...now, ...before.filter((p) => !seen.has(`${p.pid}:${p.startTime}`))]
 }
-
-/**
- * Splits a table scan into each scanned group's members. Remembers every
- * member it has seen (pid and start time), so a descendant stays a member
- * after its parent dies and it is reparented away.
- */
-const makeTreeIndex = (table: ProcessTable["Type"], scanned: ReadonlyArray<Group>) => {
-  const byShellId = new Map(scanned.flatMap((g) => (g.target.shellId ? [[g.target.shellId, g] as const] : [])))
-  const bySession = new Map(scanned.map((g) => [g.target.sid, g]))
-  const byGroup = new Map(scanned.map((g) => [g.target.pgid, g]))
-  const oldest = Math.min(...scanned.map((g) => g.target.startTime))
-  const seen = new Map<string, Group>()
-  // members seen so far, by pid: a session or group one of them made is the shell's too
-  const leaders = new Map<number, { readonly group: Group; readonly startTime: number }>()
-  const tags = new Map<string, ReadonlyArray<string>>()
-  const namespaces = new Map<number, Group>()
-  const resolveNamespaces = Effect.forEach(scanned, (g) => {
-    if (!g.target.pidns || [...namespaces.values()].includes(g)) return Effect.void
-    return Effect.map(namespaceOfLeader(table, g.target), Option.map((ns) => namespaces.set(ns, g)))
-  }, { discard: true })
-  const key = (p: ProcessInfo) => `${p.pid}:${p.startTime}`
-  const tagsOf = (p: ProcessInfo) => {
-    const known = tags.get(key(p))
-    if (known !== undefined) return Effect.succeed(known)
-    return Effect.tap(table.shellIdsOf(p.pid), (ids) => tags.set(key(p), ids))
-  }
-  /**
-   * A session or group made by a member, even one that has died since. Its
-   * id cannot name anyone else while this process is in it: the kernel
-   * holds a pid for as long as a session or group of that id exists.
-   */
-  const ledByMember = (p: ProcessInfo, now: ReadonlyMap<number, number>) => {
-    for (const id of [p.sid, p.pgid]) {
-      const leader = leaders.get(id)
-      const reused = now.has(id) && now.get(id) !== leader?.startTime
-      if (leader !== undefined && !reused && p.startTime >= leader.startTime) return leader.group
-    }
-    return undefined
-  }
-  /** A process's owner by what its stat line says: its group or session, one a member made, or its having been seen. */
-  const ownerByStat = (p: ProcessInfo, now: ReadonlyMap<number, number>) =>
-    seen.get(key(p)) ?? unlessTaken(bySession.get(p.sid), now) ?? unlessTaken(byGroup.get(p.pgid), now) ??
-      (isGone(p) ? undefined : ledByMember(p, now))
-  /**
-   * A shell whose group and session ids are still its own: not when a process
-   * of its leader's pid runs with a start time other than the leader's. The
-   * kernel hands out a pid again only once no group or session holds it, so
-   * that process's new group and session are another's.
-   */
-  const unlessTaken = (g: Group | undefined, now: ReadonlyMap<number, number>) => {
-    const started = g?.target.leaderStartTime
-    return started !== undefined && now.has(g!.target.pgid) && now.get(g!.target.pgid) !== started ? undefined : g
-  }
-  /** A process's owner by a file of its own: its PID namespace, then its tags. */
-  const ownerByReading = (p: ProcessInfo) =>
-    Effect.gen(function*() {
-      if (namespaces.size > 0) {
-        const inNamespace = Option.flatMap(yield* table.pidNamespaceOf(p.pid), (ns) => Option.fromNullable(namespaces.get(ns)))
-        if (Option.isSome(inNamespace)) return inNamespace.value
-      }
-      for (const id of byShellId.size === 0 ? [] : yield* tagsOf(p)) if (byShellId.has(id)) return byShellId.get(id)
-      return undefined
-    })
-
-  /**
-   * Who owns each process: directly (group, session, namespace, tag), or as
-   * a descendant or in a session or group a member made. What costs no read
-   * goes first, to any depth: a process's namespace and tags are read only
-   * where that found no owner. A fork bomb's thousand processes descend
-   * from the shell's, and reading each one's environment first (its memory
-   * map's lock, held while it forks or exits) took a stop from seconds to
-   * over a minute before it sent its first signal.
-   */
-  const owners = (all: ReadonlyArray<ProcessInfo>) =>
-    Effect.gen(function*() {
-      const owner = new Map<number, Group>()
-      const now = new Map(all.map((p) => [p.pid, p.startTime]))
-      const take = (p: ProcessInfo, g: Group | undefined) => {
-        if (g === undefined || p.startTime < g.target.startTime) return false
-        owner.set(p.pid, g)
-        return true
-      }
-      // descendants, and the sessions and groups members made: members too; a zombie still links its children (a hopper forks, then dies)
-      const grow = (orphans: ReadonlyArray<ProcessInfo>) => {
-        for (let grew = true; grew;) {
-          grew = false
-          for (const p of orphans) if (!owner.has(p.pid) && take(p, owner.get(p.ppid) ?? owner.get(p.sid) ?? owner.get(p.pgid))) grew = true
-        }
-        return orphans.filter((p) => !owner.has(p.pid))
-      }
-      const candidates = all.filter((p) => p.pid !== table.self && p.startTime >= oldest)
-      const unread = grow(candidates.filter((p) => !take(p, ownerByStat(p, now))))
-      const unowned: Array<ProcessInfo> = []
-      for (const p of unread) if (isGone(p) || !take(p, yield* ownerByReading(p))) unowned.push(p)
-      grow(unowned)
-      return owner
-    })
-
-  const members = (all: ReadonlyArray<ProcessInfo>) =>
-    Effect.gen(function*() {
-      yield* resolveNamespaces
-      const owner = yield* owners(all)
-      const out = new Map<Group, Array<ProcessInfo>>()
-      for (const p of all) {
-        const g = owner.get(p.pid)
-        if (g === undefined || isGone(p)) continue
-        seen.set(key(p), g)
-        leaders.set(p.pid, { group: g, startTime: p.startTime })
-        const list = out.get(g)
-        if (list === undefined) out.set(g, [p])
-        else list.push(p)
-      }
-      return out
-    })
-  return { scanned: scanned.length > 0, members }
-}
-
-/**
- * The namespace a PID-namespace target's leader made: the `pid_for_children`
- * of `unshare`, once it has unshared. Never our own namespace (not yet
- * unshared, or a recycled pid), which would make every process a member.
- */
-const namespaceOfLeader = (table: ProcessTable["Type"], target: StopTarget) =>
-  Effect.gen(function*() {
-    const leader = yield* table.lookup(target.pgid)
-    if (!Option.exists(leader, (p) => p.startTime >= target.startTime && p.comm === "unshare" && !isGone(p))) return Option.none()
-    const ns = yield* table.pidNamespaceOf(target.pgid, true)
-    const own = yield* table.pidNamespaceOf(table.self)
-    return Option.filter(ns, (inode) => !Option.contains(own, inode))
-  })
-
