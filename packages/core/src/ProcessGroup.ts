@@ -1062,15 +1062,7 @@ const spawnWith = (services: Services, spec: SpawnSpec, releases: Releases.Relea
   } as const
   yield* announce(services.watcher, releases, shellId, held)
   // made in one step: completed from the child's callbacks, by no fiber
-  const sinks: Sinks = yield* Effect.sync(() => ({
-    output: OutputBuffer.unsafeMake(limits.bufferBytes),
-    ...exitSink(),
-    ...closedSink(),
-    // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init);
-    // a deferred holds 2 KiB of Effect's prototype, which no other cell needs
-    forked: cell.reportsExit ? Deferred.unsafeMake<void>(FiberId.none) : undefined
-  }))
-  const { closed, exit, forked } = sinks
+  const sinks = yield* Effect.sync(() => unsafeMakeSinks(limits, cell))
   const tty = isTty(spec)
   // on a terminal, the init's report channel is a socket, closed after the leader's output (released first)
   const report = tty && cell.reportsExit
@@ -1094,34 +1086,59 @@ const spawnWith = (services: Services, spec: SpawnSpec, releases: Releases.Relea
   const scanned = cell.cgroup === undefined && cell.backend !== "pidns"
   const exactStart = tty || scanned ? yield* startTimeOf(table, pid) : undefined
   const leaderStartTime = tty || scanned ? Effect.succeed(exactStart) : startTimeWhenAsked(table, leader)
-  // a group signal sent before the init forked the command would miss it, and the grace would run out for nothing
-  const ready = forked !== undefined
-    ? Effect.asVoid(bounded(Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)]), Duration.seconds(1)))
-    : tty
-    ? leadsItsSession(table, pid)
-    : undefined
-  const stopState: StopState = {
-    phase: { _tag: "NotAsked" },
-    run: containment.stop,
-    grace: limits.grace,
-    ready,
-    ...(cell.cgroup !== undefined && listing !== undefined
-      ? cgroupLook(table, cell.cgroup, listing, leader, tty, () => group.target)
-      : cell.backend === "pidns"
-      ? namespaceLook(table, leader, sinks.onExited, () => group.target)
-      : noLook(leader)),
-    exited: Deferred.await(exit),
-    closed: Deferred.await(closed),
-    // signal 0 sends nothing: a group id taken again by another process only makes the look go on
-    groupAlive: table.signal(-pid, 0),
-    leader
-  }
+  const stopState = unaskedStop(services, { cell, tty, leader, sinks, listing }, () => group.target)
   const group = assemble({ shellId, cell, tty, held: scanned && exactStart !== undefined ? { ...held, leaderStartTime: exactStart } : held, leaderStartTime, table }, leader, sinks, stopState)
   if (services.watcher !== undefined) yield* services.watcher.update(shellId, group.target)
   // a group already stopped (a registry's shutdown stops all first) has nothing to do here: not even building a stop
   releases.add(() => stoppedReport(stopState) !== undefined ? undefined : Effect.flatMap(group.stop(), sayWhatOutlived(shellId)))
   return group
 })
+
+/** Where a spawn's child reports to, made in one step before the spawn. */
+const unsafeMakeSinks = (limits: LimitsShape, cell: Cell): Sinks => ({
+  output: OutputBuffer.unsafeMake(limits.bufferBytes),
+  ...exitSink(),
+  ...closedSink(),
+  // where an init leads, the command is forked a moment after the spawn (see Containment's pidns init);
+  // a deferred holds 2 KiB of Effect's prototype, which no other cell needs
+  forked: cell.reportsExit ? Deferred.unsafeMake<void>(FiberId.none) : undefined
+})
+
+/** What a new group's stop is made of, before anyone asks for it: how it begins and looks at the cell. */
+const unaskedStop = (
+  { containment, limits, table }: Services,
+  { cell, leader, listing, sinks, tty }: {
+    readonly cell: Cell
+    readonly tty: boolean
+    readonly leader: Leader
+    readonly sinks: Sinks
+    readonly listing: KeptFiles | undefined
+  },
+  target: () => StopTarget
+): StopState => ({
+  phase: { _tag: "NotAsked" },
+  run: containment.stop,
+  grace: limits.grace,
+  ready: readyToSignal(table, sinks, tty, leader.pid),
+  ...(cell.cgroup !== undefined && listing !== undefined
+    ? cgroupLook(table, cell.cgroup, listing, leader, tty, target)
+    : cell.backend === "pidns"
+    ? namespaceLook(table, leader, sinks.onExited, target)
+    : noLook(leader)),
+  exited: Deferred.await(sinks.exit),
+  closed: Deferred.await(sinks.closed),
+  // signal 0 sends nothing: a group id taken again by another process only makes the look go on
+  groupAlive: table.signal(-leader.pid, 0),
+  leader
+})
+
+/** A group signal sent before the init forked the command would miss it, and the grace would run out for nothing. */
+const readyToSignal = (table: ProcessTable["Type"], { closed, exit, forked }: Sinks, tty: boolean, pid: number) =>
+  forked !== undefined
+    ? Effect.asVoid(bounded(Effect.raceAll([Deferred.await(forked), Deferred.await(exit), Deferred.await(closed)]), Duration.seconds(1)))
+    : tty
+    ? leadsItsSession(table, pid)
+    : undefined
 
 /**
  * A stop run by a release has no caller to read its report: what outlived

@@ -223,6 +223,80 @@ const spawnShell = (options: Options, id: string, tag: string, spec: SpawnSpec, 
     } satisfies Shell
   })
 
+/** What the shutdown takes over from the lifecycles (see `make`). */
+interface Handover {
+  readonly shuttingDown: Deferred.Deferred<void>
+  /** The fibers to interrupt: the lifetimes' keeper and the lifecycles under way. */
+  readonly fibers: () => ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>
+  /** The shells whose later life has not begun (see `make`'s `follow`), taken once. */
+  readonly takePending: () => ReadonlyArray<Shell>
+}
+
+/**
+ * Every shell at once, with one process-table scan per tick for all of
+ * them, then one settling, one journal removal and one watcher write; then
+ * the end of the event streams.
+ */
+const shutdown = (options: Options, handover: Handover) =>
+  Effect.gen(function*() {
+    const { journal, shells } = options
+    yield* Deferred.succeed(handover.shuttingDown, undefined)
+    // shells whose later life has not begun: the shutdown ends them with the others
+    const unfollowed = handover.takePending()
+    const all = [...shells.byId.values()]
+    // one step for all: each shell's own effect cost a 200-shell shutdown 0.3-0.7 ms before its first signal
+    yield* Effect.sync(() => all.forEach((shell) => unsafeMarkStopping(shell, "shutdown")))
+    // the stop first: its first signals go out while the journal's writer and the interrupts of the
+    // lifecycles under way (of shells that ended) are waited for, and the kernel ends the processes
+    // meanwhile. A lifecycle that got past its interrupt's reach joins this stop and settles and closes
+    // its shell once, as below (both are once only)
+    const stopping = yield* Effect.fork(ProcessGroup.stopAll(all.map((s) => s.group)))
+    yield* journal.stopWriting
+    // a lingering shell's lifecycle would scan for its group and settle it again: here all are settled at once
+    yield* Fiber.interruptAll(handover.fibers())
+    const reports = yield* Fiber.join(stopping)
+    yield* options.emptied(all.filter((_, i) => reports[i]!.survivors.length === 0).map((s) => s.group))
+    yield* settleAll(options, all.map((shell, i) => [shell, reports[i]!] as const))
+    // in one pass, without a fiber or a scope each: a release waits only for output not at its end yet (at
+    // most 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have been read to their end
+    yield* nextMacrotask
+    yield* ProcessGroup.releaseAll(all.map((s) => s.owned))
+    // one of them dropped already (killed, then dropped to make room) is not listed: it is released here
+    yield* Effect.forEach(unfollowed, (s) => releaseIfDropped(options, s), { discard: true })
+    yield* journal.remove
+    yield* shells.endEvents
+  })
+
+/**
+ * What only a shell's later life needs (its exit's listener, its lifetime,
+ * the journal's change) begins in the macrotask after its start, off the
+ * start's path: the caller has the id first. Nothing of it is needed
+ * sooner: a kill stops the group itself, and the listener of a shell that
+ * ended meanwhile is called in a macrotask. A drop, which may come sooner,
+ * begins what is pending first (`follow`).
+ */
+const makeLaterLife = (begin: (shell: Shell) => void, changed: () => void) => {
+  let pending: Array<Shell> = []
+  const follow = () => {
+    const due = pending
+    pending = []
+    due.forEach(begin)
+    if (due.length > 0) changed()
+  }
+  return {
+    /** Begins `shell`'s later life in the next macrotask, with the others started in this one. */
+    add: (shell: Shell) => {
+      if (pending.push(shell) === 1) setImmediate(follow)
+    },
+    follow,
+    take: () => {
+      const taken = pending
+      pending = []
+      return taken
+    }
+  }
+}
+
 export const make = (options: Options) =>
   Effect.gen(function*() {
     const { journal, shells } = options
@@ -247,34 +321,20 @@ export const make = (options: Options) =>
     // A shell's lifecycle begins at its leader's exit, not at its start: a running shell holds a listener,
     // not a fiber, and the shutdown has no fiber per shell to interrupt (interrupting 200 waiting
     // lifecycles was 10-14 ms of a 200-shell shutdown). One already there (its lifetime ran out) goes on.
-    const watchExit = (shell: Shell) =>
+    const later = makeLaterLife((shell) => {
       shell.group.unsafeOnExit(() => {
         if (closing && shells.byId.get(shell.id) === shell) return
         runLifecycle(shell.id, live(shell), { onlyIfMissing: true })
       })
-    // What only a shell's later life needs (its exit's listener, its lifetime, the journal's change) begins
-    // in the macrotask after its start, off the start's path: the caller has the id first. Nothing of it is
-    // needed sooner: a kill stops the group itself, and the listener of a shell that ended meanwhile is
-    // called in a macrotask. A drop, which may come sooner, begins what is pending first.
-    let pending: Array<Shell> = []
-    const follow = () => {
-      const due = pending
-      pending = []
-      for (const shell of due) {
-        watchExit(shell)
-        Queue.unsafeOffer(started, { id: shell.id, at: shell.startedMonotonic + lifetime })
-      }
-      if (due.length > 0) journal.unsafeChanged()
-    }
+      Queue.unsafeOffer(started, { id: shell.id, at: shell.startedMonotonic + lifetime })
+    }, journal.unsafeChanged)
     return {
-      /** Spawns a shell and registers it; its lifecycle begins in the next macrotask (see `follow`). `tag` is its `CORRAL_SHELL_ID`. */
+      /** Spawns a shell and registers it; its lifecycle begins in the next macrotask (see `makeLaterLife`). `tag` is its `CORRAL_SHELL_ID`. */
       launch: (id: string, tag: string, spec: SpawnSpec, startOptions: StartOptions) =>
         Effect.gen(function*() {
           const shell = yield* spawnShell(options, id, tag, spec, startOptions)
           const info = yield* shells.register(shell)
-          yield* Effect.sync(() => {
-            if (pending.push(shell) === 1) setImmediate(follow)
-          })
+          yield* Effect.sync(() => later.add(shell))
           return info
         }),
       kill: (shell: Shell) => Effect.zipRight(markStopping(shell, "request"), stop(options, shell)),
@@ -282,40 +342,16 @@ export const make = (options: Options) =>
       // interrupted, for an interrupt that reached it inside its uninterruptible stop was lost there, and it
       // waited out the whole retention
       dropNow: (shell: Shell) => {
-        follow()
+        later.follow()
         shells.unsafeDrop(shell)
       },
-      // Every shell at once, with one process-table scan per tick for all of
-      // them, then one settling, one journal removal and one watcher write; then
-      // the end of the event streams.
-      shutdown: Effect.gen(function*() {
+      shutdown: Effect.suspend(() => {
         closing = true
-        yield* Deferred.succeed(shuttingDown, undefined)
-        // shells whose later life has not begun: the shutdown ends them with the others
-        const unfollowed = pending
-        pending = []
-        const all = [...shells.byId.values()]
-        // one step for all: each shell's own effect cost a 200-shell shutdown 0.3-0.7 ms before its first signal
-        yield* Effect.sync(() => all.forEach((shell) => unsafeMarkStopping(shell, "shutdown")))
-        // the stop first: its first signals go out while the journal's writer and the interrupts of the
-        // lifecycles under way (of shells that ended) are waited for, and the kernel ends the processes
-        // meanwhile. A lifecycle that got past its interrupt's reach joins this stop and settles and closes
-        // its shell once, as below (both are once only)
-        const stopping = yield* Effect.fork(ProcessGroup.stopAll(all.map((s) => s.group)))
-        yield* journal.stopWriting
-        // a lingering shell's lifecycle would scan for its group and settle it again: here all are settled at once
-        yield* Fiber.interruptAll([keeper, ...Array.from(lifecycles, ([, fiber]) => fiber)])
-        const reports = yield* Fiber.join(stopping)
-        yield* options.emptied(all.filter((_, i) => reports[i]!.survivors.length === 0).map((s) => s.group))
-        yield* settleAll(options, all.map((shell, i) => [shell, reports[i]!] as const))
-        // in one pass, without a fiber or a scope each: a release waits only for output not at its end yet (at
-        // most 200 ms, see ProcessGroup), and after one turn of the event loop the dead's pipes have been read to their end
-        yield* nextMacrotask
-        yield* ProcessGroup.releaseAll(all.map((s) => s.owned))
-        // one of them dropped already (killed, then dropped to make room) is not listed: it is released here
-        yield* Effect.forEach(unfollowed, (s) => releaseIfDropped(options, s), { discard: true })
-        yield* journal.remove
-        yield* shells.endEvents
+        return shutdown(options, {
+          shuttingDown,
+          fibers: () => [keeper, ...Array.from(lifecycles, ([, fiber]) => fiber)],
+          takePending: later.take
+        })
       })
     }
   })

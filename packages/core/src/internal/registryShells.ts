@@ -89,33 +89,44 @@ export interface Shells extends Pick<ShellRegistry["Type"], "list" | "events" | 
   readonly endEvents: Effect.Effect<void>
 }
 
+/**
+ * The registry's events. Each goes to two hubs: `hub` for subscribeQueue, a
+ * queue drained at will, and `takes` for the streams, which the shutdown
+ * ends after its last event (a queue cannot carry an end, a stream of Takes
+ * can).
+ */
+const makeEvents = Effect.gen(function*() {
+  const hub = yield* PubSub.unbounded<ShellEvent>()
+  const takes = yield* PubSub.unbounded<Take.Take<ShellEvent>>()
+  let eventsEnded = false
+  // one synchronous step (unbounded hubs never wait): a start publishes its Started event after its spawn,
+  // where every step it takes costs page faults
+  const publishNow = (events: ReadonlyArray<ShellEvent>) => {
+    for (const event of events) hub.unsafeOffer(event)
+    takes.unsafeOffer(Take.chunk(Chunk.fromIterable(events)))
+  }
+  /** A subscription's events as a stream that ends with the shutdown's end. */
+  const subscribe = Effect.map(PubSub.subscribe(takes), (queue) =>
+    Stream.flattenTake(
+      // subscribed after the end: the queue holds all that will come, which may not include the end itself
+      eventsEnded ? Stream.unwrap(Effect.map(Queue.takeAll(queue), Stream.fromIterable)) : Stream.fromQueue(queue)
+    ))
+  const end = Effect.suspend(() => {
+    // set first: a subscriber that finds it set has all there will be in its queue
+    eventsEnded = true
+    return Effect.asVoid(PubSub.publish(takes, Take.end))
+  })
+  return { publishNow, subscribe, subscribeQueue: PubSub.subscribe(hub), end }
+})
+
 /** `retention` is only for the message of an unknown id. */
 export const make = (retention: Duration.Duration): Effect.Effect<Shells, never, Scope.Scope> =>
   Effect.gen(function*() {
     const byId = new Map<string, Shell>()
-    // Each event goes to two hubs: `hub` for subscribeQueue, a queue drained at
-    // will, and `takes` for the streams, which the shutdown ends after its last
-    // event (a queue cannot carry an end, a stream of Takes can)
-    const hub = yield* PubSub.unbounded<ShellEvent>()
-    const takes = yield* PubSub.unbounded<Take.Take<ShellEvent>>()
-    let eventsEnded = false
-    // one synchronous step (unbounded hubs never wait): a start publishes its Started event after its spawn,
-    // where every step it takes costs page faults
-    const publishNow = (events: ReadonlyArray<ShellEvent>) => {
-      for (const event of events) hub.unsafeOffer(event)
-      takes.unsafeOffer(Take.chunk(Chunk.fromIterable(events)))
-    }
-    const publish = (events: ReadonlyArray<ShellEvent>) => events.length === 0 ? Effect.void : Effect.sync(() => publishNow(events))
-    /** A subscription's events as a stream that ends with the shutdown's end. */
-    const subscribeEvents = Effect.map(PubSub.subscribe(takes), (queue) =>
-      Stream.flattenTake(
-        // subscribed after the end: the queue holds all that will come, which may not include the end itself
-        eventsEnded ? Stream.unwrap(Effect.map(Queue.takeAll(queue), Stream.fromIterable)) : Stream.fromQueue(queue)
-      ))
+    const { end, publishNow, subscribe, subscribeQueue } = yield* makeEvents
     // settled, their final event published: the shells a drop may take
     const ended = new WeakSet<Shell>()
     const eventLock = yield* Effect.makeSemaphore(1)
-    const inOrder = eventLock.withPermits(1)
     return {
       byId,
       lookup: (id) =>
@@ -131,8 +142,8 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
           return info
         }),
       having: (keep) => Effect.sync(() => Array.from(byId.values()).filter((s) => keep(MutableRef.get(s.status)))),
-      inOrder,
-      publish,
+      inOrder: eventLock.withPermits(1),
+      publish: (events) => events.length === 0 ? Effect.void : Effect.sync(() => publishNow(events)),
       publishEnded: (settled, events) =>
         Effect.sync(() => {
           publishNow(events)
@@ -152,14 +163,10 @@ export const make = (retention: Duration.Duration): Effect.Effect<Shells, never,
         // microtask on the path of the start that made room, before that start's caller has its id
         setImmediate(() => Deferred.unsafeDone(shell.gone, Effect.void))
       },
-      endEvents: Effect.suspend(() => {
-        // set first: a subscriber that finds it set has all there will be in its queue
-        eventsEnded = true
-        return Effect.asVoid(PubSub.publish(takes, Take.end))
-      }),
+      endEvents: end,
       list: Effect.sync(() => Array.from(byId.values(), unsafeInfoOf)),
-      events: Stream.unwrapScoped(subscribeEvents),
-      subscribe: subscribeEvents,
-      subscribeQueue: PubSub.subscribe(hub)
+      events: Stream.unwrapScoped(subscribe),
+      subscribe,
+      subscribeQueue
     }
   })
