@@ -19,7 +19,7 @@ import { bounded } from "./internal/bounded.js"
 import * as Monotonic from "./internal/monotonic.js"
 import type * as Message from "./internal/watcherMessage.js"
 import * as SpawnFailure from "./internal/spawnFailure.js"
-import { Limits } from "./Limits.js"
+import { Limits, type LimitsShape } from "./Limits.js"
 
 /** Targets are known by key: an add of the same key replaces what the watcher knew. */
 export type WatcherMessage = typeof Message.WatcherMessage.Type
@@ -145,6 +145,207 @@ const ready = (child: ChildProcess) =>
 /** A watcher that dies sooner than this after its start is not replaced sooner than this either. */
 const restartInterval = Duration.seconds(1)
 
+/** The watcher's argument: the bounds of the stops it makes. */
+const argsOf = (limits: LimitsShape) =>
+  JSON.stringify({
+    grace: Duration.toMillis(limits.grace),
+    killTimeout: Duration.toMillis(limits.killTimeout),
+    killInterval: Duration.toMillis(limits.killInterval)
+  } satisfies typeof Message.WatcherLimits.Encoded)
+
+/** Cgroup cells watched as a whole (see `watchCells`): one target, announced with the first target in them. */
+interface CellsWatch {
+  readonly key: string
+  readonly target: StopTarget
+  announced: boolean
+}
+
+/**
+ * One supervisor's watcher: the process now, what it was told, for a
+ * replacement, and what it is yet to be told. Every change to it is one
+ * synchronous step, so no fiber ever sees it half changed.
+ */
+interface State {
+  readonly args: string
+  readonly watched: Map<string, StopTarget>
+  // announced with the first target in them, so that a watcher whose supervisor never starts a shell does not
+  // load its stop code
+  readonly cellsWatched: Array<CellsWatch>
+  // encoded when written: a start's pid update costs its path no JSON
+  pending: Array<WatcherMessage>
+  flushScheduled: boolean
+  current: ChildProcess
+  // set while the watcher was ended on purpose (endIfIdle): its death is not replaced until an add revives it
+  retired: Deferred.Deferred<void> | undefined
+  // set while no watcher could start: tried again after each `restartInterval`, said once, and once more when one starts
+  failing: boolean
+}
+
+/** A watcher process started now, told nothing yet. */
+const start = (args: string): State => ({
+  args,
+  watched: new Map(),
+  cellsWatched: [],
+  pending: [],
+  flushScheduled: false,
+  current: startProcess(args),
+  retired: undefined,
+  failing: false
+})
+
+/** The groups watched, not counting the cells watched as a whole. */
+const groupsWatched = (state: State) => state.watched.size - state.cellsWatched.filter((c) => c.announced).length
+
+const flush = (state: State) => {
+  write(state.current, state.pending.map(lineOf).join(""))
+  state.pending = []
+}
+
+/** A new watcher process, told every group still announced (what was pending is in `watched` already). */
+const restart = (state: State) => {
+  state.current = startProcess(state.args)
+  state.pending = []
+  write(state.current, [...state.watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
+  return state.current
+}
+
+/** Sends `message` now, or with the batch written once the current tick's work is done. */
+const enqueue = (state: State, message: WatcherMessage, now: boolean) => {
+  state.pending.push(message)
+  if (now) return flush(state)
+  if (state.flushScheduled) return
+  state.flushScheduled = true
+  setImmediate(() => {
+    state.flushScheduled = false
+    flush(state)
+  })
+}
+
+/**
+ * The supervisor's release: kills a watcher with nothing to watch; else
+ * closes its pipe after the last batch, so that it stops what is left. Waits
+ * for its exit either way.
+ */
+const release = (state: State) =>
+  Effect.asVoid(bounded(Effect.async<void>((resume) => {
+    const child = state.current
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
+    child.once("exit", () => resume(Effect.void))
+    child.ref() // keep this process alive until the watcher has gone
+    if (groupsWatched(state) === 0) {
+      child.kill("SIGKILL")
+    } else {
+      flush(state)
+      child.stdin?.end()
+    }
+  }), Duration.seconds(5)))
+
+/** A watcher that cannot stay up is not restarted in a tight loop: waits out the rest of `restartInterval` since its start. */
+const pauseSince = (startedAt: number) =>
+  Effect.gen(function*() {
+    const lived = Duration.millis((yield* Monotonic.millis) - startedAt)
+    if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
+  })
+
+const replacedMessage = (state: State, dead: ChildProcess, how: string, replacement: ChildProcess) =>
+  state.failing
+    ? `the watcher started (pid ${replacement.pid}) after it could not: it watches the ${groupsWatched(state)} group(s) running`
+    : `the watcher (pid ${dead.pid}) ended (${how}); ` +
+      `its replacement (pid ${replacement.pid}) watches the ${groupsWatched(state)} group(s) still running`
+
+/** Waits for the death of the watcher process now, and replaces it, told every group still announced. */
+const replaceWhenDead = (state: State) =>
+  Effect.gen(function*() {
+    const child = state.current
+    const startedAt = yield* Monotonic.millis
+    const how = yield* ended(child)
+    // ended on purpose (endIfIdle) is no death: no replacement until an add needs one, and that add starts it
+    if (state.retired !== undefined) yield* Deferred.await(state.retired)
+    if (state.current !== child) return
+    if (child.pid === undefined && !state.failing) {
+      state.failing = true
+      yield* Effect.logWarning(
+        `the watcher could not start: ${SpawnFailure.describe(startFailure(child), "the watcher's pipes")}; ` +
+          "until it can, shells keep running if this process is killed"
+      )
+    }
+    yield* pauseSince(startedAt)
+    const replacement = yield* Effect.sync(() => restart(state))
+    // a watcher with nothing to stop loads no stop code, and so never says it is ready
+    if (state.watched.size > 0) yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
+    // one that could not start said so (once in a row); the next is tried a `restartInterval` later
+    if (replacement.pid === undefined) return
+    yield* Effect.logWarning(replacedMessage(state, child, how, replacement))
+    state.failing = false
+  })
+
+/**
+ * Announces the cells watched as a whole that `target` is in, if it is their
+ * first target. Says whether `target` must reach the watcher now, before its
+ * spawn: in cells already announced, it need not.
+ */
+const announceCellsOf = (state: State, target: StopTarget) => {
+  const cells = state.cellsWatched.find((c) => target.cgroup?.startsWith(`${c.target.cgroup}/`))
+  const announcing = cells !== undefined && !cells.announced
+  if (announcing) {
+    cells.announced = true
+    state.watched.set(cells.key, cells.target)
+    if (state.retired === undefined) enqueue(state, { op: "add", key: cells.key, target: cells.target }, false)
+  }
+  return cells === undefined || announcing
+}
+
+/** Ended on purpose and watched again: a new watcher, told everything, and replaced if it dies. */
+const revive = (state: State, revival: Deferred.Deferred<void>) => {
+  state.retired = undefined
+  restart(state)
+  Deferred.unsafeDone(revival, Effect.void)
+}
+
+const add = (state: State, key: string, target: StopTarget) =>
+  Effect.sync(() => {
+    const now = announceCellsOf(state, target)
+    state.watched.set(key, target)
+    if (state.retired === undefined) return enqueue(state, { op: "add", key, target }, now)
+    revive(state, state.retired)
+  })
+
+const update = (state: State, key: string, target: StopTarget) =>
+  Effect.sync(() => {
+    state.watched.set(key, target)
+    enqueue(state, { op: "add", key, target }, false)
+  })
+
+const unsafeRemove = (state: State, key: string) => {
+  if (state.watched.delete(key)) enqueue(state, { op: "remove", key }, false)
+}
+
+const remove = (state: State, key: string) => Effect.sync(() => unsafeRemove(state, key))
+
+const watchCells = (state: State, cells: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      // a group id of 0 names no group: the cells' processes are found by cgroup alone
+      const watch: CellsWatch = { key: `cells:${cells}`, target: { pgid: 0, sid: 0, startTime: 0, cgroup: cells }, announced: false }
+      state.cellsWatched.push(watch)
+      return watch
+    }),
+    (watch) =>
+      Effect.zipRight(
+        Effect.sync(() => state.cellsWatched.splice(state.cellsWatched.indexOf(watch), 1)),
+        watch.announced ? remove(state, watch.key) : Effect.void
+      )
+  )
+
+const endIfIdle = (state: State) =>
+  Effect.sync(() => {
+    const child = state.current
+    if (groupsWatched(state) > 0 || state.retired !== undefined || child.exitCode !== null || child.signalCode !== null) return
+    state.retired = Deferred.unsafeMake<void>(FiberId.none)
+    state.pending = []
+    child.kill("SIGKILL")
+  })
+
 /**
  * Starts the watcher for this supervisor, and another whenever it dies (kill
  * -9 by someone, the OOM killer): the replacement is told every group still
@@ -158,150 +359,18 @@ const restartInterval = Duration.seconds(1)
  * watch), so that the release finds it gone or going.
  */
 export const make = Effect.gen(function*() {
-  const limits = yield* Limits
-  const args = JSON.stringify({
-    grace: Duration.toMillis(limits.grace),
-    killTimeout: Duration.toMillis(limits.killTimeout),
-    killInterval: Duration.toMillis(limits.killInterval)
-  } satisfies typeof Message.WatcherLimits.Encoded)
-  // what the watcher was told, for a replacement, and what it is yet to be told;
-  // every change to them, and to `current`, is one synchronous step
-  const watched = new Map<string, StopTarget>()
-  // cgroups whose cells are watched as a whole (see watchCells), announced with the first target in them, so
-  // that a watcher whose supervisor never starts a shell does not load its stop code
-  const cellsWatched: Array<{ readonly key: string; readonly target: StopTarget; announced: boolean }> = []
-  /** The groups watched, not counting the cells watched as a whole. */
-  const groupsWatched = () => watched.size - cellsWatched.filter((c) => c.announced).length
-  // set while the watcher was ended on purpose (endIfIdle): its death is not replaced until an add revives it
-  let retired: Deferred.Deferred<void> | undefined
-  // encoded when written: a start's pid update costs its path no JSON
-  let pending: Array<WatcherMessage> = []
-  let flushScheduled = false
-  let current: ChildProcess
-  const flush = () => {
-    write(current, pending.map(lineOf).join(""))
-    pending = []
-  }
-  /** A new watcher process, told every group still announced (what was pending is in `watched` already). */
-  // set while no watcher could start: tried again after each `restartInterval`, said once, and once more when one starts
-  let failing = false
-  const restart = () => {
-    current = startProcess(args)
-    pending = []
-    write(current, [...watched].map(([key, target]) => lineOf({ op: "add", key, target })).join(""))
-    return current
-  }
-  const enqueue = (message: WatcherMessage, now: boolean) => {
-    pending.push(message)
-    if (now) return flush()
-    if (flushScheduled) return
-    flushScheduled = true
-    setImmediate(() => {
-      flushScheduled = false
-      flush()
-    })
-  }
-  yield* Effect.acquireRelease(Effect.sync(() => (current = startProcess(args))), () =>
-    Effect.asVoid(bounded(Effect.async<void>((resume) => {
-      const child = current
-      if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume(Effect.void)
-      child.once("exit", () => resume(Effect.void))
-      child.ref() // keep this process alive until the watcher has gone
-      if (groupsWatched() === 0) {
-        child.kill("SIGKILL")
-      } else {
-        flush()
-        child.stdin?.end()
-      }
-    }), Duration.seconds(5)))
-  )
-
-  const replaceWhenDead = Effect.gen(function*() {
-    const child = current
-    const startedAt = yield* Monotonic.millis
-    const how = yield* ended(child)
-    // ended on purpose (endIfIdle) is no death: no replacement until an add needs one, and that add starts it
-    if (retired !== undefined) yield* Deferred.await(retired)
-    if (current !== child) return
-    if (child.pid === undefined && !failing) {
-      failing = true
-      yield* Effect.logWarning(
-        `the watcher could not start: ${SpawnFailure.describe(startFailure(child), "the watcher's pipes")}; ` +
-          "until it can, shells keep running if this process is killed"
-      )
-    }
-    // a watcher that cannot stay up is not restarted in a tight loop
-    const lived = Duration.millis((yield* Monotonic.millis) - startedAt)
-    if (Duration.lessThan(lived, restartInterval)) yield* Effect.sleep(Duration.subtract(restartInterval, lived))
-    const replacement = yield* Effect.sync(restart)
-    // a watcher with nothing to stop loads no stop code, and so never says it is ready
-    if (watched.size > 0) yield* Effect.timeout(ready(replacement), Duration.seconds(10)).pipe(Effect.ignore)
-    // one that could not start said so (once in a row); the next is tried a `restartInterval` later
-    if (replacement.pid === undefined) return
-    yield* Effect.logWarning(
-      failing
-        ? `the watcher started (pid ${replacement.pid}) after it could not: it watches the ${groupsWatched()} group(s) running`
-        : `the watcher (pid ${child.pid}) ended (${how}); ` +
-          `its replacement (pid ${replacement.pid}) watches the ${groupsWatched()} group(s) still running`
-    )
-    failing = false
-  })
+  const args = argsOf(yield* Limits)
+  const state = yield* Effect.acquireRelease(Effect.sync(() => start(args)), release)
   // forked after the release above is registered, so interrupted before it runs: a release is no death
-  yield* Effect.forkScoped(Effect.forever(replaceWhenDead))
-
-  const add = (key: string, target: StopTarget) =>
-    Effect.sync(() => {
-      const cells = cellsWatched.find((c) => target.cgroup?.startsWith(`${c.target.cgroup}/`))
-      const announcing = cells !== undefined && !cells.announced
-      if (announcing) {
-        cells.announced = true
-        watched.set(cells.key, cells.target)
-        if (retired === undefined) enqueue({ op: "add", key: cells.key, target: cells.target }, false)
-      }
-      watched.set(key, target)
-      // in cells already announced, the target need not reach the watcher before its spawn
-      if (retired === undefined) return enqueue({ op: "add", key, target }, cells === undefined || announcing)
-      // ended on purpose and watched again: a new watcher, told everything, and replaced if it dies
-      const revival = retired
-      retired = undefined
-      restart()
-      Deferred.unsafeDone(revival, Effect.void)
-    })
-  const update = (key: string, target: StopTarget) =>
-    Effect.sync(() => {
-      watched.set(key, target)
-      enqueue({ op: "add", key, target }, false)
-    })
-  const unsafeRemove = (key: string) => {
-    if (watched.delete(key)) enqueue({ op: "remove", key }, false)
-  }
-  const remove = (key: string) => Effect.sync(() => unsafeRemove(key))
+  yield* Effect.forkScoped(Effect.forever(replaceWhenDead(state)))
   return Watcher.of({
-    pid: Effect.sync(() => current.pid ?? 0),
-    add,
-    update,
-    remove,
-    unsafeRemove,
-    guard: (target) => Effect.acquireRelease(add(keyOf(target), target), () => remove(keyOf(target))),
-    watchCells: (cells) =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          // a group id of 0 names no group: the cells' processes are found by cgroup alone
-          const watch = { key: `cells:${cells}`, target: { pgid: 0, sid: 0, startTime: 0, cgroup: cells }, announced: false }
-          cellsWatched.push(watch)
-          return watch
-        }),
-        (watch) =>
-          Effect.zipRight(
-            Effect.sync(() => cellsWatched.splice(cellsWatched.indexOf(watch), 1)),
-            watch.announced ? remove(watch.key) : Effect.void
-          )
-      ),
-    endIfIdle: Effect.sync(() => {
-      if (groupsWatched() > 0 || retired !== undefined || current.exitCode !== null || current.signalCode !== null) return
-      retired = Deferred.unsafeMake<void>(FiberId.none)
-      pending = []
-      current.kill("SIGKILL")
-    })
+    pid: Effect.sync(() => state.current.pid ?? 0),
+    add: (key, target) => add(state, key, target),
+    update: (key, target) => update(state, key, target),
+    remove: (key) => remove(state, key),
+    unsafeRemove: (key) => unsafeRemove(state, key),
+    guard: (target) => Effect.acquireRelease(add(state, keyOf(target), target), () => remove(state, keyOf(target))),
+    watchCells: (cells) => watchCells(state, cells),
+    endIfIdle: endIfIdle(state)
   })
 })
