@@ -126,6 +126,66 @@ export interface StreamOptions {
 const keepLast = (text: string, max: number) =>
   text.length <= max ? text : `[... earlier output cut ...]\n${text.slice(text.length - max)}`
 
+/** One subscription's rows: the text each open row keeps, the updates for them, and a follower per open row. */
+interface Rows {
+  readonly registry: ShellRegistry["Type"]
+  readonly interval: Duration.DurationInput
+  readonly maxChars: number
+  readonly reader: string
+  readonly updates: Mailbox.Mailbox<SessionUpdate>
+  readonly followers: FiberMap.FiberMap<string>
+  readonly texts: Map<string, string>
+}
+
+const flush = (rows: Rows, id: string) =>
+  Effect.gen(function*() {
+    const fresh = yield* Effect.option(rows.registry.output(id, { reader: rows.reader }))
+    if (Option.isNone(fresh) || fresh.value.text === "" || !rows.texts.has(id)) return
+    // the row as a screen shows it: a progress bar's redraws replace each other, across reads too
+    const text = keepLast(screenText(rows.texts.get(id)! + fresh.value.text, fresh.value.info.tty), rows.maxChars)
+    rows.texts.set(id, text)
+    yield* rows.updates.offer(outputUpdate(id, text))
+  })
+
+const follow = (rows: Rows, id: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const live = yield* rows.registry.follow(id)
+    yield* flush(rows, id)
+    yield* Stream.runForEach(Stream.groupedWithin(live, 4096, rows.interval), () => flush(rows, id))
+  })).pipe(Effect.ignore)
+
+const open = (rows: Rows, info: ShellInfo) =>
+  Effect.gen(function*() {
+    if (rows.texts.has(info.id)) return
+    rows.texts.set(info.id, "")
+    yield* rows.updates.offer(started(info))
+    yield* FiberMap.run(rows.followers, info.id, follow(rows, info.id))
+  })
+
+const close = (rows: Rows, info: ShellInfo) =>
+  Effect.gen(function*() {
+    yield* open(rows, info)
+    const follower = yield* Effect.option(FiberMap.get(rows.followers, info.id))
+    // the output has ended by the time a shell settles: the follower finishes its last read
+    if (Option.isSome(follower)) yield* Fiber.await(follower.value)
+    yield* flush(rows, info.id)
+    yield* rows.updates.offer(ended(info, rows.texts.get(info.id)!))
+    rows.texts.delete(info.id)
+  })
+
+const onEvent = (rows: Rows, event: ShellEvent) => {
+  switch (event._tag) {
+    case "Started":
+      return open(rows, event.info)
+    case "Exited":
+    case "Killed":
+      return close(rows, event.info)
+    case "Lingering":
+    case "Dropped":
+      return Effect.void
+  }
+}
+
 /** Subscribes now: the rows of the shells running now, then of each event from here on, for the scope's lifetime. */
 const subscribe = (options: StreamOptions) =>
   Effect.gen(function*() {
@@ -136,62 +196,13 @@ const subscribe = (options: StreamOptions) =>
     const events = yield* registry.subscribe
     const updates = yield* Mailbox.make<SessionUpdate>()
     const followers = yield* FiberMap.make<string>()
-    const rows = new Map<string, string>()
-
-    const flush = (id: string) =>
-      Effect.gen(function*() {
-        const fresh = yield* Effect.option(registry.output(id, { reader }))
-        if (Option.isNone(fresh) || fresh.value.text === "" || !rows.has(id)) return
-        // the row as a screen shows it: a progress bar's redraws replace each other, across reads too
-        const text = keepLast(screenText(rows.get(id)! + fresh.value.text, fresh.value.info.tty), maxChars)
-        rows.set(id, text)
-        yield* updates.offer(outputUpdate(id, text))
-      })
-
-    const follow = (id: string) =>
-      Effect.scoped(Effect.gen(function*() {
-        const live = yield* registry.follow(id)
-        yield* flush(id)
-        yield* Stream.runForEach(Stream.groupedWithin(live, 4096, interval), () => flush(id))
-      })).pipe(Effect.ignore)
-
-    const open = (info: ShellInfo) =>
-      Effect.gen(function*() {
-        if (rows.has(info.id)) return
-        rows.set(info.id, "")
-        yield* updates.offer(started(info))
-        yield* FiberMap.run(followers, info.id, follow(info.id))
-      })
-
-    const close = (info: ShellInfo) =>
-      Effect.gen(function*() {
-        yield* open(info)
-        const follower = yield* Effect.option(FiberMap.get(followers, info.id))
-        // the output has ended by the time a shell settles: the follower finishes its last read
-        if (Option.isSome(follower)) yield* Fiber.await(follower.value)
-        yield* flush(info.id)
-        yield* updates.offer(ended(info, rows.get(info.id)!))
-        rows.delete(info.id)
-      })
-
-    const onEvent = (event: ShellEvent) => {
-      switch (event._tag) {
-        case "Started":
-          return open(event.info)
-        case "Exited":
-        case "Killed":
-          return close(event.info)
-        case "Lingering":
-        case "Dropped":
-          return Effect.void
-      }
-    }
+    const rows: Rows = { registry, interval, maxChars, reader, updates, followers, texts: new Map() }
 
     for (const info of yield* registry.list) {
-      if (isActive(info.status)) yield* open(info)
+      if (isActive(info.status)) yield* open(rows, info)
     }
     // the registry's event stream ends after the shutdown's events: every row has had its end by then
-    yield* Effect.forkScoped(Effect.zipRight(Stream.runForEach(events, onEvent), updates.end))
+    yield* Effect.forkScoped(Effect.zipRight(Stream.runForEach(events, (event) => onEvent(rows, event)), updates.end))
     return Mailbox.toStream(updates)
   })
 
