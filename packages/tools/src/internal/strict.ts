@@ -56,10 +56,6 @@ const closest = (name: string, known: ReadonlyArray<string>): string | undefined
 const article = (type: string) => (/^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`)
 
 /**
- * `tool` with `fields`, closed. `required` overrides the JSON Schema's list,
- * for a parameter the model must send that an alias may stand in for.
- */
-/**
  * Deepest nesting accepted in a call's arguments, whose values are flat.
  * A deeper call is refused before its decode: the message of a decode that
  * refuses a value describes it, recursing as deep, and some thousands of
@@ -67,6 +63,52 @@ const article = (type: string) => (/^[aeiou]/.test(type) ? `an ${type}` : `a ${t
  */
 const MAX_DEPTH = 16
 
+/** A tool's parameters, as its refusals name them. */
+interface ToolParameters {
+  readonly known: ReadonlyArray<string>
+  readonly strict: Schema.Schema.Any
+  /** The JSON Schema type of each, which a refusal says a value must be. */
+  readonly types: Record<string, { readonly type?: string }>
+}
+
+const descriptionOf = (parameters: ToolParameters, key: string) =>
+  Option.getOrUndefined(
+    AST.getDescriptionAnnotation((parameters.strict.ast as AST.TypeLiteral).propertySignatures.find((p) => p.name === key)!.type)
+  )
+
+const explain = (parameters: ToolParameters, issue: ParseResult.ArrayFormatterIssue, input: Record<string, unknown>): string => {
+  const key = String(issue.path[0])
+  switch (parameters.known.includes(key) ? issue._tag : "Unexpected") {
+    case "Unexpected": {
+      const meant = closest(key, parameters.known)
+      return `unknown parameter ${quote(key)}${meant === undefined ? "" : ` (did you mean ${meant}?)`}`
+    }
+    case "Missing": {
+      const what = descriptionOf(parameters, key)
+      return `${key} is missing${what === undefined ? "" : `: ${what.charAt(0).toLowerCase()}${what.slice(1).replace(/\.$/, "")}`}`
+    }
+    default: {
+      const type = parameters.types[key]?.type
+      return type === undefined ? `${key}: ${issue.message}` : `${key} must be ${article(type)}; got ${quote(input[key])}`
+    }
+  }
+}
+
+/** What is wrong with `input`: the first `MAX_ISSUES` of its issues, each said once. */
+const wrongWith = (parameters: ToolParameters, input: unknown, error: ParseResult.ParseError) => {
+  const given = (typeof input === "object" && input !== null ? input : {}) as Record<string, unknown>
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  // an issue at the top (not an object) has no parameter to name
+  const named = issues.filter((i) => i.path.length > 0)
+  const lines = [...new Set(named.map((i) => explain(parameters, i, given)))]
+  const more = lines.length > MAX_ISSUES ? `; and ${lines.length - MAX_ISSUES} more` : ""
+  return lines.length === 0 ? `the arguments must be an object; got ${quote(input)}` : lines.slice(0, MAX_ISSUES).join("; ") + more
+}
+
+/**
+ * `tool` with `fields`, closed. `required` overrides the JSON Schema's list,
+ * for a parameter the model must send that an alias may stand in for.
+ */
 export const make = <Fields extends Schema.Struct.Fields>(
   tool: string,
   fields: Fields,
@@ -81,30 +123,10 @@ export const make = <Fields extends Schema.Struct.Fields>(
     ? { type: "object", required: [], properties: {}, additionalProperties: false }
     : Tool.getJsonSchemaFromSchemaAst(strict.ast) as JsonSchema.JsonSchema7Object
   const jsonSchema = options.required === undefined ? json : { ...json, required: [...options.required] }
-  const types = json.properties as Record<string, { readonly type?: string }>
+  const parameters: ToolParameters = { known, strict, types: json.properties as ToolParameters["types"] }
   const takes = known.length === 0
     ? `${tool} takes no parameters: call it with {}`
     : `${tool} takes ${known.map((k) => (jsonSchema.required.includes(k) ? `${k} (required)` : k)).join(", ")}`
-  const descriptionOf = (key: string) =>
-    Option.getOrUndefined(AST.getDescriptionAnnotation((strict.ast as AST.TypeLiteral).propertySignatures.find((p) => p.name === key)!.type))
-
-  const explain = (issue: ParseResult.ArrayFormatterIssue, input: Record<string, unknown>): string => {
-    const key = String(issue.path[0])
-    switch (known.includes(key) ? issue._tag : "Unexpected") {
-      case "Unexpected": {
-        const meant = closest(key, known)
-        return `unknown parameter ${quote(key)}${meant === undefined ? "" : ` (did you mean ${meant}?)`}`
-      }
-      case "Missing": {
-        const what = descriptionOf(key)
-        return `${key} is missing${what === undefined ? "" : `: ${what.charAt(0).toLowerCase()}${what.slice(1).replace(/\.$/, "")}`}`
-      }
-      default: {
-        const type = types[key]?.type
-        return type === undefined ? `${key}: ${issue.message}` : `${key} must be ${article(type)}; got ${quote(input[key])}`
-      }
-    }
-  }
 
   // the fields are plain values: decoding them needs no service
   const decodeStrict = Schema.decodeUnknown(strict, { errors: "all", onExcessProperty: "error" }) as (
@@ -116,16 +138,9 @@ export const make = <Fields extends Schema.Struct.Fields>(
       if (UntrustedJson.nestedDeeperThan(input, MAX_DEPTH)) {
         return invalidInput(`invalid arguments for ${tool}: they nest values over ${MAX_DEPTH} levels deep. ${takes}.`)
       }
-      return decodeStrict(input).pipe(Effect.catchTag("ParseError", (error) => {
-        const given = (typeof input === "object" && input !== null ? input : {}) as Record<string, unknown>
-        const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-        // an issue at the top (not an object) has no parameter to name
-        const named = issues.filter((i) => i.path.length > 0)
-        const lines = [...new Set(named.map((i) => explain(i, given)))]
-        const more = lines.length > MAX_ISSUES ? `; and ${lines.length - MAX_ISSUES} more` : ""
-        const what = lines.length === 0 ? `the arguments must be an object; got ${quote(input)}` : lines.slice(0, MAX_ISSUES).join("; ") + more
-        return invalidInput(`invalid arguments for ${tool}: ${what}. ${takes}.`)
-      }))
+      return decodeStrict(input).pipe(Effect.catchTag("ParseError", (error) =>
+        invalidInput(`invalid arguments for ${tool}: ${wrongWith(parameters, input, error)}. ${takes}.`)
+      ))
     }
   }
 }
