@@ -47,7 +47,7 @@ export class OwnerIndex {
   /** Splits a scan into each scanned group's live members. */
   members(all: ReadonlyArray<ProcessInfo>): Effect.Effect<Map<Group, Array<ProcessInfo>>> {
     return Effect.gen(this, function*() {
-      yield* this.resolveNamespaces
+      yield* this.resolveNamespaces()
       const owner = yield* this.owners(all)
       const out = new Map<Group, Array<ProcessInfo>>()
       for (const p of all) {
@@ -64,7 +64,7 @@ export class OwnerIndex {
   }
 
   /** The namespaces of the PID-namespace shells, as soon as their leaders have made them. */
-  private get resolveNamespaces() {
+  private resolveNamespaces() {
     return Effect.forEach(this.groups, (g) => {
       if (!g.target.pidns || [...this.namespaces.values()].includes(g)) return Effect.void
       return Effect.map(namespaceOfLeader(this.table, g.target), Option.map((ns) => this.namespaces.set(ns, g)))
