@@ -860,6 +860,54 @@ const namespaceLook = (
 }
 
 /**
+ * The look of a shell led by procScan's init (ADR 58), which reaps every
+ * process the command leaves, a `setsid` escaper included, and exits only
+ * once none is left: its exit says the shell is empty, as `unshare`'s says
+ * a namespace is. The first signal goes to the leader's group at once,
+ * before the stop proper is set up; whom it reached is read just before,
+ * from a scan of the processes born since the shell's mark, as a cell's
+ * listing is read. The init ignores the signal (see Containment's init),
+ * and the group's id is ours while the init is our unreaped child. Before
+ * the init said `forked`, the signal could reach the init alone: then, as
+ * on a terminal or with a signal that would end the init, the stop proper
+ * sends it.
+ */
+const initLook = (
+  table: ProcessTable["Type"],
+  cell: Cell,
+  leader: Leader,
+  { forked, onExited }: Pick<Sinks, "forked" | "onExited">,
+  tty: boolean,
+  target: () => StopTarget
+): Look => ({
+  begin: (signal) =>
+    tty || forked === undefined || !leader.held() || typeof signal === "number" || !leaderSurvives(cell, signal)
+      ? Effect.succeed(undefined)
+      : Effect.flatMap(Deferred.isDone(forked), (done) => done ? signalGroupAtOnce(table, target(), leader.pid, signal) : Effect.succeed(undefined)),
+  moveIn: () => {},
+  letGo: () => {},
+  // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
+  onLeaderExit: onExited,
+  emptied: leader.exitedByItself,
+  unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void)))),
+  // nothing to count without a scan: the look hands a group that outlives its command on after `STEADY_MS`
+  listed: () => 0
+})
+
+/** The first signal to the init's group, with whom it reached: its live members, the init counted in but not among the command's. */
+const signalGroupAtOnce = (table: ProcessTable["Type"], target: StopTarget, init: number, signal: Signal) =>
+  Effect.flatMap(target.pidMark === undefined ? table.scan : table.scanSince(target.pidMark), (all) => {
+    const members = new Set(groupMembers(all, target.pgid).map((p) => p.pid))
+    members.add(init)
+    const reached: GroupStop.Reached = {
+      size: members.size - 1,
+      has: (pid) => members.has(pid),
+      [Symbol.iterator]: () => members[Symbol.iterator]()
+    }
+    return GroupStop.signalAtOnce(table, target, signal, reached)
+  })
+
+/**
  * A signal to the leader's group, while its id is surely the shell's: while
  * the leader is our unreaped child, or else while a member of the shell is
  * still in that group (see `membersInGroup`). Otherwise no one gets it.
@@ -1124,6 +1172,8 @@ const unaskedStop = (
     ? cgroupLook(table, cell.cgroup, listing, leader, tty, target)
     : cell.backend === "pidns"
     ? namespaceLook(table, leader, sinks.onExited, target)
+    : cell.reaper
+    ? initLook(table, cell, leader, sinks, tty, target)
     : noLook(leader)),
   exited: Deferred.await(sinks.exit),
   closed: Deferred.await(sinks.closed),
