@@ -849,15 +849,24 @@ const namespaceLook = (
         if (listed === undefined || listed.length < 2) return Effect.succeed(undefined)
         return GroupStop.signalAtOnce(table, target(), signal, Pidns.reached(leader.pid, listed))
       }),
-    moveIn: () => {},
-    letGo: () => {},
-    // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
-    onLeaderExit: onExited,
-    emptied: leader.exitedByItself,
-    unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void)))),
+    ...endsWithItsInit(leader, onExited),
     listed: () => inside()?.length ?? 0
   }
 }
+
+/**
+ * What a look needs where an init of corral's stands between the leader and the command
+ * (pidns's `unshare` and init, procScan's init): the init reports the command's exit, and the
+ * leader exits by itself only once every process the shell holds is gone.
+ */
+const endsWithItsInit = (leader: Leader, onExited: Sinks["onExited"]): Pick<Look, "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated"> => ({
+  moveIn: () => {},
+  letGo: () => {},
+  // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
+  onLeaderExit: onExited,
+  emptied: leader.exitedByItself,
+  unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void))))
+})
 
 /**
  * The look of a shell led by procScan's init (ADR 58), which reaps every
@@ -884,12 +893,7 @@ const initLook = (
     tty || forked === undefined || !leader.held() || typeof signal === "number" || !leaderSurvives(cell, signal)
       ? Effect.succeed(undefined)
       : Effect.flatMap(Deferred.isDone(forked), (done) => done ? signalGroupAtOnce(table, target(), leader.pid, signal) : Effect.succeed(undefined)),
-  moveIn: () => {},
-  letGo: () => {},
-  // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
-  onLeaderExit: onExited,
-  emptied: leader.exitedByItself,
-  unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void)))),
+  ...endsWithItsInit(leader, onExited),
   // nothing to count without a scan: the look hands a group that outlives its command on after `STEADY_MS`
   listed: () => 0
 })
