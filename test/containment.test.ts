@@ -112,6 +112,35 @@ const layerCountingScans = (backend: Backend, scans: { count: number }) =>
     scanSince: (since) => Effect.suspend(() => (scans.count++, table.scanSince(since)))
   }))
 
+/**
+ * Stops of an obedient shell (`sh` and two `sleep`s), each leaving nothing, until one ends after `looked`
+ * scans of the table: the look's own (none under pidns, whose namespace's /proc counts; one under procScan's
+ * init, before its signal). A look ends where the shell outlives its command by 5 ms while its members live:
+ * then the stop proper takes over, and scans. On a host busy enough that a signalled `sleep` waits longer
+ * than that to run (the whole suite on two cores, once in CI), it does so rightly; so the look is asked to
+ * end the stop alone in one of three stops.
+ */
+const obedientStopsScanning = (backend: Backend, looked: number) => {
+  const scans = { count: 0 }
+  return Effect.gen(function*() {
+    const token = newToken()
+    yield* Effect.addFinalizer(() => killMarked(token))
+    const scansPerStop: Array<number> = []
+    for (let round = 0; round < 3 && !scansPerStop.includes(looked); round++) {
+      const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 7${token} & wait` })
+      yield* waitUntil("the two sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
+      scans.count = 0
+      const report = yield* group.stop()
+      scansPerStop.push(scans.count)
+      // sh and its two sleeps: not the init (nor pidns's `unshare`), which are corral's
+      expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, members: 3, survivors: [], signals: { SIGTERM: 1, SIGCONT: 1 } })
+      expect(marked(token), "the shell's processes when its stop returned").toEqual([])
+    }
+    expect(scansPerStop, "scans of the process table, stop by stop").toContain(looked)
+    yield* staysEmpty(token)
+  }).pipe(Effect.provide(layerCountingScans(backend, scans)))
+}
+
 /** Node's warnings (`name: message`) emitted while the test's scope is open. */
 const warningsSeen = Effect.gen(function*() {
   const warnings: Array<string> = []
@@ -786,29 +815,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
             yield* staysEmpty(token)
           }).pipe(Effect.provide(layerFor(backend))))
 
-        const scans = { count: 0 }
         it.scopedLive("an obedient shell's stop is one signal to its group and no scan: the namespace's own /proc counts it, its leader's exit ends it", () =>
-          Effect.gen(function*() {
-            const token = newToken()
-            yield* Effect.addFinalizer(() => killMarked(token))
-            // A look ends where the namespace's listing holds steady for 5 ms while its members live: then the
-            // stop proper takes over, and scans. On a host busy enough that a signalled `sleep` waits longer than
-            // that to run (the whole suite on two cores, once in CI), it does so rightly; so the look is asked
-            // to end the stop alone in one of three stops, and every stop to leave nothing.
-            const scansPerStop: Array<number> = []
-            for (let round = 0; round < 3 && !scansPerStop.includes(0); round++) {
-              const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 7${token} & wait` })
-              yield* waitUntil("the two sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
-              scans.count = 0
-              const report = yield* group.stop()
-              scansPerStop.push(scans.count)
-              // sh and its two sleeps: not unshare and the init, which are corral's
-              expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, members: 3, survivors: [], signals: { SIGTERM: 1, SIGCONT: 1 } })
-              expect(marked(token), "the namespace's processes when its stop returned").toEqual([])
-            }
-            expect(scansPerStop, "scans of the process table, stop by stop").toContain(0)
-            yield* staysEmpty(token)
-          }).pipe(Effect.provide(layerCountingScans(backend, scans))))
+          obedientStopsScanning(backend, 0))
 
         // mounting needs root, which a user namespace of anyone else's does not give the command
         it.scopedLive.skipIf(process.getuid?.() !== 0)(
@@ -847,28 +855,8 @@ orphaning("containment (orphans processes on purpose: needs the PID namespace of
       }
 
       if (backend === "procScan") {
-        const scans = { count: 0 }
         it.scopedLive("an obedient shell's first signal goes to its group at once, after one scan of the processes born since the shell; its init's exit ends the stop", () =>
-          Effect.gen(function*() {
-            const token = newToken()
-            yield* Effect.addFinalizer(() => killMarked(token))
-            // as under pidns, a look that sees the shell outlive its command by 5 ms hands it to the stop proper,
-            // which scans on: on a busy host a signalled `sleep` can wait that long to run, so one stop in three
-            // is asked to end with the look's one scan alone, and every stop to leave nothing
-            const scansPerStop: Array<number> = []
-            for (let round = 0; round < 3 && !scansPerStop.includes(1); round++) {
-              const group = yield* ProcessGroup.spawn({ command: `sleep 6${token} & sleep 7${token} & wait` })
-              yield* waitUntil("the two sleepers", () => marked(token).filter((pid) => commOf(pid) === "sleep").length === 2)
-              scans.count = 0
-              const report = yield* group.stop()
-              scansPerStop.push(scans.count)
-              // sh and its two sleeps, the init not counted
-              expect(report, JSON.stringify(report)).toMatchObject({ escalated: false, members: 3, survivors: [], signals: { SIGTERM: 1, SIGCONT: 1 } })
-              expect(marked(token), "the shell's processes when its stop returned").toEqual([])
-            }
-            expect(scansPerStop, "scans of the process table, stop by stop").toContain(1)
-            yield* staysEmpty(token)
-          }).pipe(Effect.provide(layerCountingScans(backend, scans))))
+          obedientStopsScanning(backend, 1))
       }
 
       it.scopedLive("members in a session of their own are found by their descent, no member's own files read, and each group gets the first signal once", () =>
