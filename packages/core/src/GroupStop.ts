@@ -59,7 +59,7 @@ export interface StopOptions {
  * whether a process read later was one of them. Iterated, the pids a
  * cgroup listed then, which the stop assumes are members until it reads
  * them; none where the cell lists processes as another namespace numbers
- * them. A set of pids is one.
+ * them, or where a scan read them (procScan's init). A set of pids is one.
  */
 export interface Reached extends Iterable<number> {
   readonly size: number

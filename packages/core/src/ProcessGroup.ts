@@ -906,7 +906,8 @@ const signalGroupAtOnce = (table: ProcessTable["Type"], target: StopTarget, init
     const reached: GroupStop.Reached = {
       size: members.size - 1,
       has: (pid) => members.has(pid),
-      [Symbol.iterator]: () => members[Symbol.iterator]()
+      // the scan read each of them: none is a member the stop must assume until it reads it, as a cell's listed pids are
+      [Symbol.iterator]: () => [][Symbol.iterator]()
     }
     return GroupStop.signalAtOnce(table, target, signal, reached)
   })
