@@ -56,7 +56,7 @@ const ownProc = (own: OwnProcess["Type"], uptime: KeptFiles) =>
         close: Effect.sync(() => void setImmediate(files.close))
       }
     }),
-    shellIdsOf: (pid) => settledShellIds(() => ProcLinux.shellIdsOf(pid)),
+    shellIdsOf: (pid) => settledShellIds(() => ProcLinux.shellIdsReader(pid)),
     uidOf: (pid) => Effect.sync(() => Option.fromNullable(ProcLinux.uidOf(pid))),
     // our own through /proc/self: a /proc mounted for another namespace would name another process
     pidNamespaceOf: (pid, forChildren) =>
@@ -84,7 +84,7 @@ const foreignProc = (proc: ReturnType<typeof ProcForeign.make>, own: OwnProcess[
     shellIdsOf: (pid) =>
       settledShellIds(() => {
         const entry = proc.procEntry(pid)
-        return entry === undefined ? [] : ProcLinux.shellIdsOf(entry)
+        return entry === undefined ? () => [] : ProcLinux.shellIdsReader(entry)
       }),
     uidOf: (pid) => Effect.map(at(pid, ProcLinux.uidOf), Option.fromNullable),
     pidNamespaceOf: (pid, forChildren) =>
@@ -101,13 +101,14 @@ const MAX_EXEC_WAIT_MS = 100
 
 /**
  * A process's shell ids, read again every millisecond while it is in an
- * exec (see `ProcLinux.shellIdsOf`): an exec is done within a millisecond
+ * exec (see `ProcLinux.shellIdsReader`): an exec is done within a millisecond
  * unless its binary is paged in from a slow disk. One still in it after
  * `MAX_EXEC_WAIT_MS` reads as carrying none. Real timers: the kernel does
  * not follow a test's clock.
  */
-const settledShellIds = (read: () => ReadonlyArray<string> | undefined): Effect.Effect<ReadonlyArray<string>> =>
+const settledShellIds = (reader: () => () => ReadonlyArray<string> | undefined): Effect.Effect<ReadonlyArray<string>> =>
   Effect.suspend(() => {
+    const read = reader()
     const now = read()
     if (now !== undefined) return Effect.succeed(now)
     return Effect.async<ReadonlyArray<string>>((resume) => {

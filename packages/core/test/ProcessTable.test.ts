@@ -134,6 +134,22 @@ describe("ProcessTable.shellIdsOf in an exec", () => {
     }))
 })
 
+describe("ProcessTable.shellIdsOf, an environment given empty", () => {
+  // the kernel walks a new environment with its end set at its start, so "empty" is
+  // only believed of a process asleep or one that has run on since: a busy one too
+  it.live("a process that runs without pause on no environment (`env -i`) reads as carrying none", () =>
+    Effect.gen(function*() {
+      const table = yield* tableOf(ProcessTable.layerLinux)
+      const child = spawn("/bin/sh", ["-c", "while :; do :; done"], { env: {}, stdio: "ignore" })
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+      yield* waitFor("the busy shell", () => kernelProcesses().find((p) => p.pid === child.pid && p.comm === "sh" && p.state === "R"))
+      const tags = yield* table.shellIdsOf(child.pid!)
+      child.kill("SIGKILL")
+      yield* Effect.promise(() => exited)
+      expect(tags).toEqual([])
+    }))
+})
+
 describe("ProcessTable.scanSince", () => {
   /** `count` sleeps, killed (and reaped by Node) when the scope closes. */
   const sleeps = (count: number) =>

@@ -129,20 +129,40 @@ const variable = (env: string, name: string): string | undefined => {
 }
 
 /**
- * The shell ids a process carries: its own tag, and every outer one of a
- * nested corral. Undefined while a read cannot tell: the process is in an
- * exec, between the kernel's swap of its memory and its writing the new
- * environment there, when the environment reads empty. A `setsid` escaper
- * read then, on its way to `sleep`, was taken for a stranger one stop in
- * eight.
+ * A reader of the shell ids a process carries: its own tag, and every outer
+ * one of a nested corral. Called until it tells; undefined while it cannot,
+ * the process being in an exec, where its environment reads empty for a
+ * moment:
+ * - between the kernel's swap of its memory and its placing the new
+ *   environment there;
+ * - when the read opened the memory the exec is letting go;
+ * - while the kernel walks the new environment: it sets its end at its
+ *   start first, and moves it past each variable.
+ *
+ * A `setsid` escaper read then, on its way to `sleep`, was taken for a
+ * stranger one stop in eight. So an environment placed empty is taken for
+ * one given empty (`env -i`) only once the process sleeps or is stopped, or
+ * has run a millisecond since, far longer than that walk.
  */
-export const shellIdsOf = (pid: number): ReadonlyArray<string> | undefined => {
-  const env = environOf(pid)
-  if (env !== "") return idsIn(env ?? "")
-  const now = environmentState(pid)
-  // written since the read, or given empty (`env -i`)
-  return now === "coming" ? undefined : now === "none" ? [] : idsIn(environOf(pid) ?? "")
+export const shellIdsReader = (pid: number): () => ReadonlyArray<string> | undefined => {
+  let sighted: Environment | undefined
+  return () => {
+    const env = environOf(pid)
+    if (env !== "") return idsIn(env ?? "")
+    const now = environmentOf(pid)
+    if (now.state === "none" || (now.state === "empty" && givenEmpty(now, sighted))) return []
+    if (now.state === "empty") sighted = sighted?.start === now.start ? sighted : now
+    if (now.state !== "present") return undefined
+    // written since the read, or the read's memory was an exec's old one: once more, and empty again is still an exec
+    const again = environOf(pid)
+    return again === "" ? undefined : idsIn(again ?? "")
+  }
 }
+
+const SETTLED_RUN_NS = 1_000_000
+
+const givenEmpty = (now: Environment, sighted: Environment | undefined): boolean =>
+  now.waiting || (sighted?.start === now.start && now.ranNs - sighted.ranNs >= SETTLED_RUN_NS)
 
 const environOf = (pid: number): string | undefined => {
   try {
@@ -161,23 +181,45 @@ const idsIn = (env: string): ReadonlyArray<string> => {
 /** Kernel threads and exiting processes, which have no environment to read (`PF_KTHREAD`, `PF_EXITING`). */
 const NO_ENVIRONMENT_FLAGS = 0x00200000 | 0x4
 
-/**
- * A process's environment as its stat tells: "none" for one that has none
- * (a zombie, a kernel thread, one exiting, or one gone), "coming" in an exec
- * before the kernel has placed it (`env_end`, field 51, is 0 then), and
- * "present" once it has.
- */
-const environmentState = (pid: number): "none" | "coming" | "present" => {
+interface Environment {
+  /**
+   * "none" for a process that has none (a zombie, a kernel thread, one
+   * exiting, or one gone), "coming" in an exec before the kernel has placed
+   * it (`env_end`, field 51, is 0 then), "empty" where it ends at its start
+   * (field 50), "present" otherwise.
+   */
+  readonly state: "none" | "coming" | "empty" | "present"
+  readonly start: string
+  /** Asleep or stopped: never so inside an exec, which sleeps only uninterruptibly. */
+  readonly waiting: boolean
+  /** Time on a CPU (`/proc/<pid>/schedstat`), NaN where unreadable. */
+  readonly ranNs: number
+}
+
+const NO_ENVIRONMENT: Environment = { state: "none", start: "", waiting: false, ranNs: NaN }
+
+/** A process's environment as its stat tells. */
+const environmentOf = (pid: number): Environment => {
   let line: string
   try {
     line = readSmall(`/proc/${pid}/stat`)
   } catch {
-    return "none"
+    return NO_ENVIRONMENT
   }
   const rest = fieldsAfterComm(line)
-  const state = rest[0]
-  if (state === "Z" || state === "X" || (Number(rest[6]) & NO_ENVIRONMENT_FLAGS) !== 0) return "none"
-  return rest[48] === "0" ? "coming" : "present"
+  const status = rest[0]
+  if (status === "Z" || status === "X" || (Number(rest[6]) & NO_ENVIRONMENT_FLAGS) !== 0) return NO_ENVIRONMENT
+  const [start, end] = [rest[47], rest[48]]
+  const state = end === "0" ? "coming" : end === start ? "empty" : "present"
+  return { state, start, waiting: status === "S" || status === "T" || status === "t", ranNs: state === "empty" ? ranNsOf(pid) : NaN }
+}
+
+const ranNsOf = (pid: number): number => {
+  try {
+    return Number(readSmall(`/proc/${pid}/schedstat`).split(" ")[0])
+  } catch {
+    return NaN
+  }
 }
 
 /** The real uid, the first of the `Uid:` line of `/proc/<pid>/status`. */
