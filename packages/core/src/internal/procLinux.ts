@@ -159,6 +159,7 @@ export const shellIdsReader = (pid: number): () => ReadonlyArray<string> | undef
   }
 }
 
+/** CPU time after which an environment that ends where it starts is the one given: the kernel walks a new one in microseconds. */
 const SETTLED_RUN_NS = 1_000_000
 
 const givenEmpty = (now: Environment, sighted: Environment | undefined): boolean =>
