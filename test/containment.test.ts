@@ -20,7 +20,7 @@ import { Containment, Limits, ProcessGroup, ProcessTable, ShellRegistry } from "
 import * as CellRelease from "../packages/core/src/internal/cellRelease.js"
 import * as Cgroup from "../packages/core/src/internal/cgroup.js"
 import { makeKeptFiles } from "../packages/core/src/internal/readSmall.js"
-import { HOUR_MS, steppedWallClock } from "../packages/core/test/helpers.js"
+import { HOUR_MS, steppedWallClock, wchanOf } from "../packages/core/test/helpers.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -419,14 +419,6 @@ const initSaidForked = (backend: Backend, group: ProcessGroup.ProcessGroup) =>
     waitUntil("the init's word that it forked the command", () => wchanOf(group.pid) === "do_wait"),
     Effect.sleep(1)
   )
-
-const wchanOf = (pid: number) => {
-  try {
-    return fs.readFileSync(`/proc/${pid}/wchan`, "latin1")
-  } catch {
-    return ""
-  }
-}
 
 const waitUntil = (what: string, check: () => boolean, ms = PATIENCE_MS) =>
   Effect.gen(function*() {

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { attachOnTerminal } from "./fixtures/attachTerminal.js"
+import { wchanOf } from "../packages/core/test/helpers.js"
 import { carrying, corral, isAlive, spawnCorral, stateDir, supervisor, waitFor } from "./fixtures/surfaceProcesses.js"
 
 const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
@@ -87,12 +88,19 @@ describe.skipIf(!inPidNamespace)("corral attach (supervisors' watchers outlive t
       const dir = yield* stateDir
       const a = yield* supervisor(dir, "agent-a", ["tty:python3 -q"])
       const attached = yield* attachOnTerminal(dir, a.id(1))
-      yield* waitFor("the prompt", () => (attached.screen().endsWith(">>> ") ? true : undefined))
+      // a wait that times out says how the screen ends
+      const onScreen = (what: string, shown: RegExp) =>
+        waitFor(what, () => (shown.test(attached.screen()) ? true : undefined)).pipe(
+          Effect.catchAllDefect((defect) => Effect.dieMessage(`${String(defect)}; the screen ends: ${JSON.stringify(attached.screen().slice(-300))}`))
+        )
+      yield* onScreen("the prompt", />>> $/)
       // raw: Enter is a carriage return, which the shell's terminal turns into a newline
       attached.term.write("import time; time.sleep(600)\r")
-      yield* waitFor("the sleep", () => (/time\.sleep\(600\)\r*\n/.test(attached.screen()) ? true : undefined))
+      yield* onScreen("the sleep", /time\.sleep\(600\)\r*\n/)
+      // the echo comes before Python runs the line: the key goes once it sleeps
+      yield* waitFor("Python in its sleep", () => carrying(a.shells[0]!.tag).find((pid) => /nanosleep/.test(wchanOf(pid))))
       attached.term.write("\u0003")
-      yield* waitFor("the interrupt", () => (/KeyboardInterrupt\r*\n>>> $/.test(attached.screen()) ? true : undefined))
+      yield* onScreen("the interrupt", /KeyboardInterrupt\r*\n>>> $/)
       attached.term.write("\u001d")
       yield* waitFor("the detach", () => attached.exitCode())
       expect(attached.exitCode()).toBe(0)

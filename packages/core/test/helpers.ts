@@ -113,6 +113,15 @@ export const tempDir = (prefix: string) =>
 // ---------------------------------------------------------------------------
 // Waiting on the real world, with a bound
 
+/** Where a process sleeps in the kernel (`/proc/<pid>/wchan`, `do_wait`, `hrtimer_nanosleep`); empty when gone. */
+export const wchanOf = (pid: number): string => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/wchan`, "latin1")
+  } catch {
+    return ""
+  }
+}
+
 /**
  * Polls `check` until it returns a value, failing after `timeoutMs`: long
  * enough for a busy host, inside the tests' own 30 s.
