@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { attachOnTerminal } from "./fixtures/attachTerminal.js"
 import { wchanOf } from "../packages/core/test/helpers.js"
+import { attachOnTerminal } from "./fixtures/attachTerminal.js"
 import { carrying, corral, isAlive, spawnCorral, stateDir, supervisor, waitFor } from "./fixtures/surfaceProcesses.js"
 
 const inPidNamespace = process.env.CORRAL_TEST_PIDNS === "1"
@@ -97,7 +97,8 @@ describe.skipIf(!inPidNamespace)("corral attach (supervisors' watchers outlive t
       // raw: Enter is a carriage return, which the shell's terminal turns into a newline
       attached.term.write("import time; time.sleep(600)\r")
       yield* onScreen("the sleep", /time\.sleep\(600\)\r*\n/)
-      // the echo comes before Python runs the line: the key goes once it sleeps
+      // the echo comes before Python runs the line, and Python 3.11 looks for a SIGINT that came just before
+      // its sleep only once the sleep ends (in 600 s): the key goes once it sleeps in the kernel
       yield* waitFor("Python in its sleep", () => carrying(a.shells[0]!.tag).find((pid) => /nanosleep/.test(wchanOf(pid))))
       attached.term.write("\u0003")
       yield* onScreen("the interrupt", /KeyboardInterrupt\r*\n>>> $/)
