@@ -105,6 +105,13 @@ export interface ReachedGroup {
   readonly closed: Effect.Effect<void>
   /** Done once its cgroup says it is empty, where the kernel tells of that (see `StopOptions.hints`). */
   readonly unpopulated: Effect.Effect<void>
+  /**
+   * Where the kernel tells when the group's cell empties: calls back then
+   * (at once if it is empty already), and returns what cancels that. A hint,
+   * never a promise (see `Cgroup.onUnpopulated`). The look waits for it,
+   * not reading the cell meanwhile, once the leader has gone before its members.
+   */
+  readonly onUnpopulated?: ((f: () => void) => () => void) | undefined
 }
 
 /**
@@ -139,40 +146,95 @@ export const firstLook = (
     const waiting = groups.flatMap((_, i) => settled(i) ? [] : [i])
     const until = resolveAfter(grace)
     return waiting.length === 0 ? Effect.void : Effect.flatMap(
-      awaitLeaders(groups, waiting, until - age(), settled),
-      // none exited unsettled: each found empty at its leader's exit (the usual end), or the look is over
-      (exited) => exited.length === 0 ? Effect.void : lookWhileDying(groups, exited, until, age, settled)
+      awaitLeaders(groups, waiting, until - age(), settled, age),
+      // none left dying: each found empty at its leader's exit (the usual end) or at its cell's word, or the look is over
+      (dying) => dying.length === 0 ? Effect.void : lookWhileDying(groups, dying, until, age, settled)
     )
   })
 
 /**
  * Waits until the leaders of `waiting` have exited, or for `wait` ms;
- * reads each group at its leader's exit. The groups that `settled` did not
- * find empty then.
+ * reads each group at its leader's exit. A group not empty then, whose cell
+ * tells when it empties, is waited on further (`awaitEmptied`). The groups
+ * left dying, for `lookWhileDying`.
  */
-const awaitLeaders = (groups: ReadonlyArray<ReachedGroup>, waiting: ReadonlyArray<number>, wait: number, settled: (i: number) => boolean) =>
-  Effect.async<ReadonlyArray<number>>((resume) => {
-    const exited: Array<number> = []
+const awaitLeaders = (
+  groups: ReadonlyArray<ReachedGroup>,
+  waiting: ReadonlyArray<number>,
+  wait: number,
+  settled: (i: number) => boolean,
+  age: () => number
+) =>
+  Effect.async<ReadonlyArray<Dying>>((resume) => {
+    const dying: Array<Dying> = []
     let left = waiting.length
+    const cancels: Array<() => void> = []
     const end = () => {
       cancelDeadline?.()
       cancels.forEach((cancel) => cancel())
+    }
+    const leave = (found: Dying | undefined) => {
+      if (found !== undefined) dying.push(found)
+      if (--left > 0) return
+      end()
+      resume(Effect.succeed(dying))
     }
     // a grace too long for a timer (an infinite one) leaves the look to the leaders' exits
     const cancelDeadline = wait > MAX_TIMER_MS ? undefined : afterIoDue(Math.max(0, wait), () => {
       end()
       resume(Effect.succeed([]))
     })
-    const cancels = waiting.map((i) =>
-      groups[i]!.onLeaderExit(() => {
-        if (!settled(i)) exited.push(i)
-        if (--left > 0) return
-        end()
-        resume(Effect.succeed(exited))
-      })
-    )
+    for (const i of waiting) {
+      cancels.push(groups[i]!.onLeaderExit(() => {
+        if (settled(i)) return leave(undefined)
+        const found: Dying = { index: i, listed: -1, changedAt: 0 }
+        const onUnpopulated = groups[i]!.onUnpopulated
+        if (onUnpopulated === undefined) return leave(found)
+        cancels.push(awaitEmptied(groups[i]!, found, onUnpopulated, age, () => leave(settled(i) ? undefined : found)))
+      }))
+    }
     return Effect.sync(end)
   })
+
+/**
+ * A group whose leader has gone before its members, in a cell that tells
+ * when it empties: its members are most likely dying of the signal. The
+ * look leaves them the CPU: it reads the cell's listing once, then waits
+ * for the cell's word, or `MIN_PAUSE_AWAITING_EVENT_MS`, without a fiber,
+ * and calls `next`. Checking at once, then pausing, took a group of 50
+ * dying `sleep`s 0.6-0.7 ms longer to stop (0.5 ms of fibers and reads at
+ * the leader's exit, in the CPU the dying processes needed). A group whose
+ * listing has not changed by then (an escaper holds it) is found steady at
+ * the look's first check, as it was at its second before. Returns what
+ * cancels the wait.
+ */
+const awaitEmptied = (
+  group: ReachedGroup,
+  found: Dying,
+  onUnpopulated: (f: () => void) => () => void,
+  age: () => number,
+  next: () => void
+): (() => void) => {
+  found.listed = group.listed()
+  found.changedAt = age()
+  let over = false
+  let cancelHint: (() => void) | undefined
+  const cancel = () => {
+    over = true
+    cancelTimer()
+    cancelHint?.()
+  }
+  const finish = () => {
+    if (over) return
+    cancel()
+    next()
+  }
+  const cancelTimer = afterIoDue(MIN_PAUSE_AWAITING_EVENT_MS, finish)
+  // it may call back before it returns, where the cell has emptied already
+  cancelHint = onUnpopulated(finish)
+  if (over) cancelHint()
+  return cancel
+}
 
 /** A group whose leader has exited: how many its cell listed when last read, and when that number last changed (ms into the stop). */
 interface Dying {
@@ -191,13 +253,13 @@ interface Dying {
  */
 const lookWhileDying = (
   groups: ReadonlyArray<ReachedGroup>,
-  exited: ReadonlyArray<number>,
+  exited: ReadonlyArray<Dying>,
   until: number,
   age: () => number,
   settled: (i: number) => boolean
 ) =>
   Effect.suspend(() => {
-    const wake = makeWake(exited.map((i) => groups[i]!.closed), age, exited.map((i) => groups[i]!.unpopulated))
+    const wake = makeWake(exited.map(({ index }) => groups[index]!.closed), age, exited.map(({ index }) => groups[index]!.unpopulated))
     const stillDying = (group: Dying) =>
       settled(group.index) ? Effect.succeed(false) : Effect.map(groups[group.index]!.groupAlive, (alive) => {
         const listed = groups[group.index]!.listed()
@@ -208,7 +270,7 @@ const lookWhileDying = (
         return alive && age() - group.changedAt < STEADY_MS
       })
     const look = Effect.gen(function*() {
-      let dying = exited.map((index): Dying => ({ index, listed: -1, changedAt: 0 }))
+      let dying = exited
       while (dying.length > 0 && age() < until) {
         dying = yield* Effect.filter(dying, stillDying)
         if (dying.length === 0) return

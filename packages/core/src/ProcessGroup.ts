@@ -270,6 +270,8 @@ interface StopState {
   readonly emptied: () => boolean
   /** Done once its cell may have emptied (`populated 0`, a namespace's leader's exit): a hint that ends a stop's pause early (never for procScan). */
   readonly unpopulated: Effect.Effect<void>
+  /** A cgroup's `populated 0` as a callback, where the kernel tells of it (see `GroupStop.ReachedGroup`). */
+  readonly onUnpopulated?: ((f: () => void) => () => void) | undefined
   /** Whether the leader's process group still has a process, and how many its cell lists (see `GroupStop.firstLook`). */
   readonly groupAlive: Effect.Effect<boolean>
   readonly listed: () => number
@@ -659,11 +661,9 @@ const fromWaitStatus = (status: number): ExitStatus => {
 }
 
 /** The cgroup's `populated 0`, as the kernel tells of it (see `Cgroup.onUnpopulated`). */
-const whenUnpopulated = (dir: string) =>
-  Effect.async<void>((resume) => {
-    const cancel = Cgroup.onUnpopulated(dir, () => resume(Effect.void))
-    return Effect.sync(cancel)
-  })
+/** Done once `on` calls back: a callback registration (which returns its cancel) as an effect. */
+const calledBack = (on: (f: () => void) => () => void) =>
+  Effect.async<void>((resume) => Effect.sync(on(() => resume(Effect.void))))
 
 /** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
 const announce = (
@@ -723,7 +723,7 @@ const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader):
 const REAPED_WITHIN_MS = 100
 
 /** What a stop reads of the group's cell before its stop proper (see `GroupStop.firstLook`). */
-type Look = Pick<StopState, "begin" | "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated" | "listed">
+type Look = Pick<StopState, "begin" | "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated" | "onUnpopulated" | "listed">
 
 /** A cell that lists nothing (procScan): the stop proper finds the members. */
 const noLook = (leader: Leader): Look => ({
@@ -772,6 +772,7 @@ const cgroupLook = (
   target: () => StopTarget
 ): Look => {
   const list = () => Cgroup.ownProcs(dir, listing.readOr)
+  const onUnpopulated = (f: () => void) => Cgroup.onUnpopulated(dir, f, listing.readOr)
   let asked = false
   let outside = false
   let ttyMoved = false
@@ -815,7 +816,8 @@ const cgroupLook = (
     // middle of its exit, before it is a zombie, and a stop that returned then found the leader
     // still running (state R, exiting) twice in 1500 bench stops. Its exit event comes soon after.
     emptied: () => !leader.held() && Cgroup.unpopulated(dir, listing.readOr),
-    unpopulated: whenUnpopulated(dir),
+    unpopulated: calledBack(onUnpopulated),
+    onUnpopulated,
     listed: () => list().length
   }
 }
@@ -865,7 +867,7 @@ const endsWithItsInit = (leader: Leader, onExited: Sinks["onExited"]): Pick<Look
   // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
   onLeaderExit: onExited,
   emptied: leader.exitedByItself,
-  unpopulated: Effect.async<void>((resume) => Effect.sync(leader.onExit(() => resume(Effect.void))))
+  unpopulated: calledBack(leader.onExit)
 })
 
 /**
@@ -1264,8 +1266,8 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
     const grace = Duration.toMillis(options?.grace ?? groups[0]?.[StopStateId].grace ?? 0)
     const firstLook = looked.length === 0 ? Effect.void : GroupStop.firstLook(
       looked.map(({ group, reached }) => {
-        const { closed, emptied, groupAlive, listed, onLeaderExit, unpopulated } = group[StopStateId]
-        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed, unpopulated }
+        const { closed, emptied, groupAlive, listed, onLeaderExit, onUnpopulated, unpopulated } = group[StopStateId]
+        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed, unpopulated, onUnpopulated }
       }),
       { first: options?.signal ?? "SIGTERM", began, grace },
       (i, report) => settle(looked[i]!, Exit.succeed(report))

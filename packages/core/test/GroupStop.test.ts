@@ -787,7 +787,8 @@ const dyingGroup = (
   closed: Deferred.Deferred<void>,
   emptied: () => boolean,
   listed: () => number,
-  unpopulated: Effect.Effect<void> = Effect.never
+  unpopulated: Effect.Effect<void> = Effect.never,
+  onUnpopulated?: (f: () => void) => () => void
 ): GroupStop.ReachedGroup => ({
   target: { ...target, cgroup: "/nonexistent/corral-look" },
   reached: new Set([5000, 5001]),
@@ -799,10 +800,72 @@ const dyingGroup = (
   groupAlive: Effect.succeed(true),
   listed,
   closed: Deferred.await(closed),
-  unpopulated
+  unpopulated,
+  onUnpopulated
 })
 
+/** A cell's word that it emptied, given by the test: `tell()` calls back whoever waits for it. */
+const cellWord = () => {
+  const waiting = new Set<() => void>()
+  return {
+    onUnpopulated: (f: () => void) => {
+      waiting.add(f)
+      return () => void waiting.delete(f)
+    },
+    waiting: () => waiting.size,
+    tell: () => [...waiting].forEach((f) => f())
+  }
+}
+
+/** Resolves once `f` holds, checked at each turn of the event loop (at most 2 s). */
+const turnsUntil = (f: () => boolean) =>
+  Effect.promise(async () => {
+    const until = Date.now() + 2_000
+    while (!f() && Date.now() < until) await new Promise((resolve) => setImmediate(resolve))
+  })
+
 describe("GroupStop.firstLook", () => {
+  it.live("a group whose leader went first, in a cell that tells when it empties, is read once at the exit, then not until the cell's word", () =>
+    Effect.gen(function*() {
+      let empty = false
+      let readings = 0
+      const settled: Array<number> = []
+      const closed = yield* Deferred.make<void>()
+      const word = cellWord()
+      const dying = dyingGroup(closed, () => empty, () => ++readings, Effect.never, word.onUnpopulated)
+      const look = yield* Effect.fork(
+        GroupStop.firstLook([dying], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
+      )
+      yield* turnsUntil(() => word.waiting() > 0)
+      expect(word.waiting(), "waiting for the cell's word after the leader's exit").toBe(1)
+      expect(readings, "the listing read at the exit").toBe(1)
+      empty = true
+      word.tell()
+      expect(settled, "settled at the word").toEqual([0])
+      yield* Fiber.join(look)
+      expect(readings, "no reading of the listing after the exit's").toBe(1)
+      expect(word.waiting(), "the wait ended").toBe(0)
+    }))
+
+  it.live("without the cell's word, a group whose listing has not changed since its leader's exit (an escaper holds the cell) leaves the look at its first check", () =>
+    Effect.gen(function*() {
+      let readings = 0
+      let checks = 0
+      const settled: Array<number> = []
+      const closed = yield* Deferred.make<void>()
+      const word = cellWord()
+      // two processes listed at every reading, never empty: what an escaper outside the group leaves
+      const held: GroupStop.ReachedGroup = {
+        ...dyingGroup(closed, () => false, () => (++readings, 2), Effect.never, word.onUnpopulated),
+        groupAlive: Effect.sync(() => (++checks, true))
+      }
+      yield* GroupStop.firstLook([held], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
+      expect(settled).toEqual([])
+      expect(checks, "checks of the group: one, after the wait (a check at the exit would make two)").toBe(1)
+      expect(readings, "the exit's reading and the first check's").toBe(2)
+      expect(word.waiting(), "the wait for the word ended").toBe(0)
+    }))
+
   it.effect("reads a dying group again 1 ms after the read its pipes' close started, not a quarter of its age later", () =>
     Effect.gen(function*() {
       let empty = false
