@@ -660,7 +660,6 @@ const fromWaitStatus = (status: number): ExitStatus => {
   return (status & 127) !== 0 && signal !== undefined ? { _tag: "Signaled", signal } : { _tag: "Exited", code: (status >> 8) & 255 }
 }
 
-/** The cgroup's `populated 0`, as the kernel tells of it (see `Cgroup.onUnpopulated`). */
 /** Done once `on` calls back: a callback registration (which returns its cancel) as an effect. */
 const calledBack = (on: (f: () => void) => () => void) =>
   Effect.async<void>((resume) => Effect.sync(on(() => resume(Effect.void))))
@@ -861,13 +860,18 @@ const namespaceLook = (
  * (pidns's `unshare` and init, procScan's init): the init reports the command's exit, and the
  * leader exits by itself only once every process the shell holds is gone.
  */
-const endsWithItsInit = (leader: Leader, onExited: Sinks["onExited"]): Pick<Look, "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated"> => ({
+const endsWithItsInit = (
+  leader: Leader,
+  onExited: Sinks["onExited"]
+): Pick<Look, "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated" | "onUnpopulated"> => ({
   moveIn: () => {},
   letGo: () => {},
   // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
   onLeaderExit: onExited,
   emptied: leader.exitedByItself,
-  unpopulated: calledBack(leader.onExit)
+  // the init's own exit is the cell's word that it emptied
+  unpopulated: calledBack(leader.onExit),
+  onUnpopulated: leader.onExit
 })
 
 /**
