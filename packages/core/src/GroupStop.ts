@@ -202,8 +202,8 @@ const awaitLeaders = (
  * look leaves them the CPU: it reads the cell's listing once, then waits
  * for the cell's word, or `MIN_PAUSE_AWAITING_EVENT_MS`, without a fiber,
  * and calls `next`. Checking at once, then pausing, took a group of 50
- * dying `sleep`s 0.6-0.7 ms longer to stop (0.5 ms of fibers and reads at
- * the leader's exit, in the CPU the dying processes needed). A group whose
+ * dying `sleep`s 0.9-1.1 ms longer to stop under cgroup (ADR 63): fibers
+ * and reads at the leader's exit, in the CPU the dying processes needed. A group whose
  * listing has not changed by then (an escaper holds it) is found steady at
  * the look's first check, as it was at its second before. Returns what
  * cancels the wait.
