@@ -106,10 +106,11 @@ export interface ReachedGroup {
   /** Done once its cgroup says it is empty, where the kernel tells of that (see `StopOptions.hints`). */
   readonly unpopulated: Effect.Effect<void>
   /**
-   * Where the kernel tells when the group's cell empties: calls back then
-   * (at once if it is empty already), and returns what cancels that. A hint,
-   * never a promise (see `Cgroup.onUnpopulated`). The look waits for it,
-   * not reading the cell meanwhile, once the leader has gone before its members.
+   * Where the cell tells when it empties (a cgroup's `populated 0`, an
+   * init's own exit): calls back then (at once if it is empty already), and
+   * returns what cancels that. A hint, never a promise (see
+   * `Cgroup.onUnpopulated`). The look waits for it, not reading the cell
+   * meanwhile, once the leader has gone before its members.
    */
   readonly onUnpopulated?: ((f: () => void) => () => void) | undefined
 }

@@ -270,7 +270,7 @@ interface StopState {
   readonly emptied: () => boolean
   /** Done once its cell may have emptied (`populated 0`, a namespace's leader's exit): a hint that ends a stop's pause early (never for procScan). */
   readonly unpopulated: Effect.Effect<void>
-  /** A cgroup's `populated 0` as a callback, where the kernel tells of it (see `GroupStop.ReachedGroup`). */
+  /** The cell's word that it emptied, as a callback: a cgroup's `populated 0` where the kernel tells of it, an init's own exit (see `GroupStop.ReachedGroup`). */
   readonly onUnpopulated?: ((f: () => void) => () => void) | undefined
   /** Whether the leader's process group still has a process, and how many its cell lists (see `GroupStop.firstLook`). */
   readonly groupAlive: Effect.Effect<boolean>
