@@ -103,17 +103,25 @@ export interface ReachedGroup {
   readonly listed: () => number
   /** Done once every holder of the group's output pipes has closed them: its members that kept them are gone. */
   readonly closed: Effect.Effect<void>
-  /** Done once its cgroup says it is empty, where the kernel tells of that (see `StopOptions.hints`). */
-  readonly unpopulated: Effect.Effect<void>
   /**
    * Where the cell tells when it empties (a cgroup's `populated 0`, an
    * init's own exit): calls back then (at once if it is empty already), and
    * returns what cancels that. A hint, never a promise (see
    * `Cgroup.onUnpopulated`). The look waits for it, not reading the cell
-   * meanwhile, once the leader has gone before its members.
+   * meanwhile, once the leader has gone before its members; later, it ends
+   * the look's pauses early (`hintOf`).
    */
-  readonly onUnpopulated?: ((f: () => void) => () => void) | undefined
+  readonly onUnpopulated?: OnUnpopulated | undefined
 }
+
+/** Registers a callback for a cell's word that it emptied; returns what cancels it. */
+export type OnUnpopulated = (f: () => void) => () => void
+
+/** A cell's word that it emptied, as a hint for a stop's pauses (`StopOptions.hints`): never done where the cell gives none. */
+export const hintOf = (onUnpopulated: OnUnpopulated | undefined): Effect.Effect<void> =>
+  onUnpopulated === undefined
+    ? Effect.never
+    : Effect.async<void>((resume) => Effect.sync(onUnpopulated(() => resume(Effect.void))))
 
 /**
  * The first look at groups `signalAtOnce` reached: one read of each
@@ -212,7 +220,7 @@ const awaitLeaders = (
 const awaitEmptied = (
   group: ReachedGroup,
   found: Dying,
-  onUnpopulated: (f: () => void) => () => void,
+  onUnpopulated: OnUnpopulated,
   age: () => number,
   next: () => void
 ): (() => void) => {
@@ -260,7 +268,7 @@ const lookWhileDying = (
   settled: (i: number) => boolean
 ) =>
   Effect.suspend(() => {
-    const wake = makeWake(exited.map(({ index }) => groups[index]!.closed), age, exited.map(({ index }) => groups[index]!.unpopulated))
+    const wake = makeWake(exited.map(({ index }) => groups[index]!.closed), age, exited.map(({ index }) => hintOf(groups[index]!.onUnpopulated)))
     const stillDying = (group: Dying) =>
       settled(group.index) ? Effect.succeed(false) : Effect.map(groups[group.index]!.groupAlive, (alive) => {
         const listed = groups[group.index]!.listed()

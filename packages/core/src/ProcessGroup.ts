@@ -268,10 +268,11 @@ interface StopState {
   readonly letGo: () => void
   /** Whether the group's cell holds no process any more: a cgroup's `populated 0`, a namespace's leader's own exit; never for procScan. */
   readonly emptied: () => boolean
-  /** Done once its cell may have emptied (`populated 0`, a namespace's leader's exit): a hint that ends a stop's pause early (never for procScan). */
-  readonly unpopulated: Effect.Effect<void>
-  /** The cell's word that it emptied, as a callback: a cgroup's `populated 0` where the kernel tells of it, an init's own exit (see `GroupStop.ReachedGroup`). */
-  readonly onUnpopulated?: ((f: () => void) => () => void) | undefined
+  /**
+   * The cell's word that it emptied, as a callback: a cgroup's `populated 0` where the kernel tells of it, an
+   * init's own exit (see `GroupStop.ReachedGroup`); none for a bare procScan cell. A hint that ends a stop's pause early.
+   */
+  readonly onUnpopulated?: GroupStop.OnUnpopulated | undefined
   /** Whether the leader's process group still has a process, and how many its cell lists (see `GroupStop.firstLook`). */
   readonly groupAlive: Effect.Effect<boolean>
   readonly listed: () => number
@@ -660,10 +661,6 @@ const fromWaitStatus = (status: number): ExitStatus => {
   return (status & 127) !== 0 && signal !== undefined ? { _tag: "Signaled", signal } : { _tag: "Exited", code: (status >> 8) & 255 }
 }
 
-/** Done once `on` calls back: a callback registration (which returns its cancel) as an effect. */
-const calledBack = (on: (f: () => void) => () => void) =>
-  Effect.async<void>((resume) => Effect.sync(on(() => resume(Effect.void))))
-
 /** Announces the group to the watcher before it exists (by tag and cell), and withdraws it after its stop: never unwatched. */
 const announce = (
   watcher: Watcher.Watcher["Type"] | undefined,
@@ -722,7 +719,7 @@ const endStray = (table: ProcessTable["Type"], shellId: string, leader: Leader):
 const REAPED_WITHIN_MS = 100
 
 /** What a stop reads of the group's cell before its stop proper (see `GroupStop.firstLook`). */
-type Look = Pick<StopState, "begin" | "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated" | "onUnpopulated" | "listed">
+type Look = Pick<StopState, "begin" | "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "onUnpopulated" | "listed">
 
 /** A cell that lists nothing (procScan): the stop proper finds the members. */
 const noLook = (leader: Leader): Look => ({
@@ -731,7 +728,6 @@ const noLook = (leader: Leader): Look => ({
   letGo: () => {},
   onLeaderExit: leader.onExit,
   emptied: () => false,
-  unpopulated: Effect.never,
   listed: () => 0
 })
 
@@ -771,7 +767,7 @@ const cgroupLook = (
   target: () => StopTarget
 ): Look => {
   const list = () => Cgroup.ownProcs(dir, listing.readOr)
-  const onUnpopulated = (f: () => void) => Cgroup.onUnpopulated(dir, f, listing.readOr)
+  const onUnpopulated: GroupStop.OnUnpopulated = (f) => Cgroup.onUnpopulated(dir, f, listing.readOr)
   let asked = false
   let outside = false
   let ttyMoved = false
@@ -815,7 +811,6 @@ const cgroupLook = (
     // middle of its exit, before it is a zombie, and a stop that returned then found the leader
     // still running (state R, exiting) twice in 1500 bench stops. Its exit event comes soon after.
     emptied: () => !leader.held() && Cgroup.unpopulated(dir, listing.readOr),
-    unpopulated: calledBack(onUnpopulated),
     onUnpopulated,
     listed: () => list().length
   }
@@ -863,14 +858,13 @@ const namespaceLook = (
 const endsWithItsInit = (
   leader: Leader,
   onExited: Sinks["onExited"]
-): Pick<Look, "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "unpopulated" | "onUnpopulated"> => ({
+): Pick<Look, "moveIn" | "letGo" | "onLeaderExit" | "emptied" | "onUnpopulated"> => ({
   moveIn: () => {},
   letGo: () => {},
   // the command's exit, as the init reports it: what is left then is dying of the signal, or outlives it
   onLeaderExit: onExited,
   emptied: leader.exitedByItself,
   // the init's own exit is the cell's word that it emptied
-  unpopulated: calledBack(leader.onExit),
   onUnpopulated: leader.onExit
 })
 
@@ -1270,8 +1264,8 @@ const claim = (groups: ReadonlyArray<ProcessGroup>, options: StopOptions | undef
     const grace = Duration.toMillis(options?.grace ?? groups[0]?.[StopStateId].grace ?? 0)
     const firstLook = looked.length === 0 ? Effect.void : GroupStop.firstLook(
       looked.map(({ group, reached }) => {
-        const { closed, emptied, groupAlive, listed, onLeaderExit, onUnpopulated, unpopulated } = group[StopStateId]
-        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed, unpopulated, onUnpopulated }
+        const { closed, emptied, groupAlive, listed, onLeaderExit, onUnpopulated } = group[StopStateId]
+        return { target: group.target, reached: reached!, onLeaderExit, emptied, groupAlive, listed, closed, onUnpopulated }
       }),
       { first: options?.signal ?? "SIGTERM", began, grace },
       (i, report) => settle(looked[i]!, Exit.succeed(report))
@@ -1298,7 +1292,7 @@ const stopProper = (
   // a wait for an init's fork is not part of the grace
   const run = groups[0]![StopStateId].run(groups.map((g) => g.target), {
     wakeOn: wakeOnAll(groups),
-    hints: [Effect.forEach(groups, (g) => g[StopStateId].unpopulated, { discard: true })],
+    hints: [Effect.forEach(groups, (g) => GroupStop.hintOf(g[StopStateId].onUnpopulated), { discard: true })],
     ...options,
     sentAtOnce,
     began: waits.length === 0 ? began : undefined

@@ -787,8 +787,7 @@ const dyingGroup = (
   closed: Deferred.Deferred<void>,
   emptied: () => boolean,
   listed: () => number,
-  unpopulated: Effect.Effect<void> = Effect.never,
-  onUnpopulated?: (f: () => void) => () => void
+  onUnpopulated?: GroupStop.OnUnpopulated
 ): GroupStop.ReachedGroup => ({
   target: { ...target, cgroup: "/nonexistent/corral-look" },
   reached: new Set([5000, 5001]),
@@ -800,7 +799,6 @@ const dyingGroup = (
   groupAlive: Effect.succeed(true),
   listed,
   closed: Deferred.await(closed),
-  unpopulated,
   onUnpopulated
 })
 
@@ -808,7 +806,7 @@ const dyingGroup = (
 const cellWord = () => {
   const waiting = new Set<() => void>()
   return {
-    onUnpopulated: (f: () => void) => {
+    onUnpopulated: (f: () => void): (() => void) => {
       waiting.add(f)
       return () => void waiting.delete(f)
     },
@@ -832,7 +830,7 @@ describe("GroupStop.firstLook", () => {
       const settled: Array<number> = []
       const closed = yield* Deferred.make<void>()
       const word = cellWord()
-      const dying = dyingGroup(closed, () => empty, () => ++readings, Effect.never, word.onUnpopulated)
+      const dying = dyingGroup(closed, () => empty, () => ++readings, word.onUnpopulated)
       const look = yield* Effect.fork(
         GroupStop.firstLook([dying], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
       )
@@ -856,7 +854,7 @@ describe("GroupStop.firstLook", () => {
       const word = cellWord()
       // two processes listed at every reading, never empty: what an escaper outside the group leaves
       const held: GroupStop.ReachedGroup = {
-        ...dyingGroup(closed, () => false, () => (++readings, 2), Effect.never, word.onUnpopulated),
+        ...dyingGroup(closed, () => false, () => (++readings, 2), word.onUnpopulated),
         groupAlive: Effect.sync(() => (++checks, true))
       }
       yield* GroupStop.firstLook([held], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
@@ -864,6 +862,28 @@ describe("GroupStop.firstLook", () => {
       expect(checks, "checks of the group: one, after the wait (a check at the exit would make two)").toBe(1)
       expect(readings, "the exit's reading and the first check's").toBe(2)
       expect(word.waiting(), "the wait for the word ended").toBe(0)
+    }))
+
+  it.live("a caller interrupted while the look waits for the cell's word returns at once; the wait is cancelled and the word settles nothing", () =>
+    Effect.gen(function*() {
+      let empty = false
+      let readings = 0
+      const settled: Array<number> = []
+      const closed = yield* Deferred.make<void>()
+      const word = cellWord()
+      const dying = dyingGroup(closed, () => empty, () => ++readings, word.onUnpopulated)
+      const look = yield* Effect.fork(
+        GroupStop.firstLook([dying], { first: "SIGTERM", began: Date.now(), grace: 4_000 }, (i) => settled.push(i))
+      )
+      yield* turnsUntil(() => word.waiting() > 0)
+      yield* Fiber.interrupt(look)
+      expect(word.waiting(), "the wait for the word, cancelled").toBe(0)
+      empty = true
+      word.tell()
+      // past the wait's own 5 ms: no check either
+      yield* Effect.sleep(Duration.millis(20))
+      expect(settled).toEqual([])
+      expect(readings, "only the exit's reading").toBe(1)
     }))
 
   it.effect("reads a dying group again 1 ms after the read its pipes' close started, not a quarter of its age later", () =>
@@ -895,19 +915,20 @@ describe("GroupStop.firstLook", () => {
       let readings = 0
       const settled: Array<number> = []
       const closed = yield* Deferred.make<void>()
-      const told = yield* Deferred.make<void>()
-      const dying = dyingGroup(closed, () => empty, () => ++readings, Deferred.await(told))
+      const word = cellWord()
+      const dying = dyingGroup(closed, () => empty, () => ++readings, word.onUnpopulated)
       const look = yield* Effect.fork(
         GroupStop.firstLook([dying], { first: "SIGTERM", began: 0, grace: 4_000 }, (i) => settled.push(i))
       )
-      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      // the leader's exit, the read then, and the wait for the word (real time: 5 ms) that does not come; then the first check
+      yield* turnsUntil(() => readings >= 2)
       // 200 ms in, while the pipes' close is still to come, the pauses are 50 ms long
       yield* TestClock.adjust(200)
       const before = readings
       yield* TestClock.adjust(30)
       expect(readings - before, "readings in 30 ms while the close is still to come").toBeLessThanOrEqual(1)
       empty = true
-      yield* Deferred.succeed(told, undefined)
+      word.tell()
       yield* TestClock.adjust(0)
       expect(settled, "settled at the hint, no time later").toEqual([0])
       yield* Fiber.join(look)
